@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Install what the studio needs on Debian/Ubuntu: system packages (only the missing ones),
+# then the virtual environment with the requested extras.
+# Usage: scripts/setup.sh system [train] | venv [EXTRAS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=${VENV:-.venv}
+PYTHON=${PYTHON:-python3}
+
+RUNTIME_PACKAGES="libegl1 libgl1 libgl1-mesa-dri libfontconfig1 libglib2.0-0 libdbus-1-3 libxkbcommon-x11-0
+  libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-image0 libxcb-render-util0 libxcb-shape0 libxcb-xkb1
+  libportaudio2 xvfb x11-utils"
+TEST_PACKAGES="pulseaudio pulseaudio-utils libasound2-plugins binutils"
+TRAIN_PACKAGES="festival festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts"
+
+need_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
+    echo "error: installing system packages needs root or sudo: $*" >&2; exit 1; fi
+}
+
+install_system() {
+  local wanted="$RUNTIME_PACKAGES $TEST_PACKAGES"
+  [ "${1:-}" = train ] && wanted="$wanted $TRAIN_PACKAGES"
+  local missing=()
+  for pkg in $wanted; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "Installing system packages: ${missing[*]}"
+    need_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    need_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+}
+
+install_venv() {
+  local extras=${1:-}
+  local stamp="$VENV/.installed${extras:+-$extras}"
+  if [ ! -x "$VENV/bin/python" ]; then
+    "$PYTHON" -m venv "$VENV"
+  fi
+  if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+    "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
+    "$VENV/bin/python" -m pip install -q -e ".${extras:+[$extras]}"
+    touch "$stamp"
+  fi
+}
+
+case "${1:-}" in
+  system) install_system "${2:-}" ;;
+  venv) install_venv "${2:-}" ;;
+  *) echo "usage: $0 system [train] | venv [EXTRAS]" >&2; exit 2 ;;
+esac

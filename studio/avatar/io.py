@@ -1,0 +1,253 @@
+"""Reading and writing avatar files: our SMPL-X-compatible `.npz`, and SMPL-X files a user owns.
+
+A user's `.pkl` SMPL-X files were pickled with chumpy arrays and scipy sparse matrices;
+they are read with an unpickler that maps those classes to small stand-ins, so neither
+chumpy nor scipy is needed.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import pickle
+import tempfile
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from studio.avatar.arkit import ARKIT_NAMES, NUM_ARKIT
+from studio.avatar.model import NUM_POSE_CORRECTIVES, AvatarFormatError, AvatarModel, Material
+from studio.avatar.skeleton import NUM_JOINTS
+from studio.paths import asset_path
+
+FORMAT_VERSION = 1
+SMPLX_BETA_COLUMNS = 300
+SMPLX_EXPRESSION_COLUMNS = 100
+NUM_LANDMARKS = 51
+_REQUIRED = ("v_template", "f", "J_regressor", "weights", "shapedirs")
+
+
+def default_avatar_path() -> Path:
+    return asset_path("avatars", "default.npz")
+
+
+def load_avatar(path: str | os.PathLike) -> AvatarModel:
+    """Load an avatar file (.npz or SMPL-X .pkl); AvatarFormatError says what is wrong."""
+    path = Path(path)
+    if not path.exists():
+        raise AvatarFormatError(f"{path}: no such file")
+    if path.is_dir():
+        raise AvatarFormatError(f"{path}: is a folder; expected an avatar file (.npz or .pkl)")
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".npz":
+            arrays = _read_npz(path)
+        elif suffix == ".pkl":
+            arrays = _read_pkl(path)
+        else:
+            raise AvatarFormatError(f"{path}: unsupported file type {suffix or '(none)'!r}; allowed: .npz, .pkl")
+    except AvatarFormatError:
+        raise
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, pickle.UnpicklingError, AttributeError,
+            ImportError, IndexError, KeyError, TypeError) as error:
+        raise AvatarFormatError(f"{path}: cannot be read as an avatar file ({type(error).__name__}: {error})") from None
+    return _model_from_arrays(arrays, str(path))
+
+
+def load_avatar_or_default(path: str | os.PathLike | None) -> tuple[AvatarModel, str | None]:
+    """The requested avatar, or the default one and the reason it was refused."""
+    if path is not None:
+        try:
+            return load_avatar(path), None
+        except AvatarFormatError as error:
+            return load_avatar(default_avatar_path()), f"{error}; using the default avatar instead"
+    return load_avatar(default_avatar_path()), None
+
+
+def _read_npz(path: Path) -> dict[str, np.ndarray]:
+    arrays: dict[str, np.ndarray] = {}
+    with np.load(path, allow_pickle=False) as data:
+        for key in data.files:
+            try:
+                arrays[key] = data[key]
+            except ValueError:
+                continue  # an object array we do not use (e.g. dynamic landmark tables)
+    return arrays
+
+
+class _ChumpyStandIn:
+    """Receives a pickled chumpy array's state; `x` holds its values."""
+
+    def __setstate__(self, state):
+        self.__dict__.update(state if isinstance(state, dict) else {"x": state})
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self.__dict__.get("x"), dtype=dtype)
+
+
+class _SparseStandIn:
+    """Receives a pickled scipy CSC/CSR matrix's state and rebuilds it dense."""
+
+    compressed_axis = 1
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+
+    def __array__(self, dtype=None, copy=None):
+        shape = tuple(self.__dict__.get("_shape") or self.__dict__["shape"])
+        data, indices, indptr = self.data, self.indices, self.indptr
+        dense = np.zeros(shape, dtype=dtype or data.dtype)
+        for outer in range(len(indptr) - 1):
+            span = slice(indptr[outer], indptr[outer + 1])
+            if self.compressed_axis == 1:
+                dense[indices[span], outer] = data[span]
+            else:
+                dense[outer, indices[span]] = data[span]
+        return dense
+
+
+class _CsrStandIn(_SparseStandIn):
+    compressed_axis = 0
+
+
+class _SmplxUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str):
+        if module.startswith("chumpy"):
+            return _ChumpyStandIn
+        if module.startswith("scipy.sparse"):
+            return _CsrStandIn if "csr" in name else _SparseStandIn
+        if module.startswith("numpy") or module in ("builtins", "copyreg", "collections", "_codecs"):
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"refusing to load class {module}.{name} from an avatar file")
+
+
+def _read_pkl(path: Path) -> dict[str, np.ndarray]:
+    with open(path, "rb") as handle:
+        raw = _SmplxUnpickler(handle, encoding="latin1").load()
+    if not isinstance(raw, dict):
+        raise AvatarFormatError(f"{path}: holds a {type(raw).__name__}, expected a dict of SMPL-X arrays")
+    arrays = {}
+    for key, value in raw.items():
+        if isinstance(value, (np.ndarray, _ChumpyStandIn, _SparseStandIn)):
+            arrays[key] = np.asarray(value)
+        elif isinstance(value, (list, tuple)) and key in ("kintree_table", "f"):
+            arrays[key] = np.asarray(value)
+    return arrays
+
+
+def _model_from_arrays(arrays: dict[str, np.ndarray], source: str) -> AvatarModel:
+    missing = [key for key in _REQUIRED if key not in arrays]
+    if missing:
+        raise AvatarFormatError(
+            f"{source}: missing key(s) {', '.join(missing)}; an avatar file needs {', '.join(_REQUIRED)}"
+        )
+    shapedirs = np.asarray(arrays["shapedirs"])
+    if shapedirs.ndim != 3 or shapedirs.shape[1] != 3:
+        raise AvatarFormatError(f"{source}: 'shapedirs' has shape {shapedirs.shape}, expected (V, 3, N)")
+    names = [str(n) for n in arrays.get("expression_names", ())]
+    ours = names == list(ARKIT_NAMES)
+    if ours:
+        if shapedirs.shape[2] < SMPLX_BETA_COLUMNS + NUM_ARKIT:
+            raise AvatarFormatError(
+                f"{source}: 'shapedirs' has {shapedirs.shape[2]} columns; "
+                f"an ARKit avatar needs ≥ {SMPLX_BETA_COLUMNS + NUM_ARKIT}"
+            )
+        num_betas = int(arrays.get("num_betas", 10))
+        expr_dirs = shapedirs[:, :, SMPLX_BETA_COLUMNS : SMPLX_BETA_COLUMNS + NUM_ARKIT]
+    else:
+        num_betas = min(10, shapedirs.shape[2])
+        expr_dirs = np.zeros((shapedirs.shape[0], 3, NUM_ARKIT), np.float32)
+    posedirs = arrays.get("posedirs")
+    if posedirs is not None and posedirs.ndim == 2 and posedirs.shape[0] == NUM_POSE_CORRECTIVES:
+        posedirs = posedirs.T.reshape(-1, 3, NUM_POSE_CORRECTIVES)  # SMPL-H style (486, V*3)
+    if posedirs is not None and not np.any(posedirs):
+        posedirs = None
+    parents = (-1, *[int(p) for p in np.asarray(arrays["kintree_table"])[0, 1:]]) if "kintree_table" in arrays else None
+    materials = {}
+    if "materials_json" in arrays:
+        for part, spec in json.loads(str(arrays["materials_json"])).items():
+            materials[part] = Material(tuple(spec["color"]), spec.get("specular", 0.15), spec.get("shininess", 24.0))
+    kwargs = {}
+    if parents is not None:
+        if len(parents) != NUM_JOINTS:
+            raise AvatarFormatError(f"{source}: 'kintree_table' has {len(parents)} joints, expected {NUM_JOINTS} (SMPL-X)")
+        kwargs["parents"] = parents
+    if "part_labels" in arrays and "part_names" in arrays:
+        kwargs["part_labels"] = np.asarray(arrays["part_labels"]).astype(np.uint8)
+        kwargs["part_names"] = tuple(str(n) for n in arrays["part_names"])
+    if "vertex_colors" in arrays:
+        kwargs["vertex_colors"] = np.asarray(arrays["vertex_colors"], np.float32)
+    return AvatarModel(
+        name=str(arrays.get("name", Path(source).stem)),
+        v_template=np.asarray(arrays["v_template"], np.float32),
+        faces=np.asarray(arrays["f"]).astype(np.int32) if np.asarray(arrays["f"]).dtype.kind in "iu" else np.asarray(arrays["f"]),
+        joint_regressor=np.asarray(arrays["J_regressor"], np.float32),
+        skin_weights=np.asarray(arrays["weights"], np.float32),
+        shape_dirs=np.ascontiguousarray(shapedirs[:, :, :num_betas], np.float32),
+        expr_dirs=np.ascontiguousarray(expr_dirs, np.float32),
+        pose_dirs=None if posedirs is None else np.asarray(posedirs, np.float32),
+        materials=materials,
+        has_arkit_expressions=ours,
+        source=source,
+        **kwargs,
+    )
+
+
+def smplx_arrays(model: AvatarModel) -> dict[str, np.ndarray]:
+    """The arrays of an SMPL-X `.npz` that `smplx.create(..., ext='npz')` loads unpatched."""
+    vertex_count = model.num_vertices
+    shapedirs = np.zeros((vertex_count, 3, SMPLX_BETA_COLUMNS + SMPLX_EXPRESSION_COLUMNS), np.float32)
+    shapedirs[:, :, : model.num_betas] = model.shape_dirs
+    shapedirs[:, :, SMPLX_BETA_COLUMNS : SMPLX_BETA_COLUMNS + NUM_ARKIT] = model.expr_dirs
+    posedirs = model.pose_dirs if model.pose_dirs is not None else np.zeros((vertex_count, 3, NUM_POSE_CORRECTIVES), np.float32)
+    kintree = np.array([[p if p >= 0 else 4294967295 for p in model.parents], range(NUM_JOINTS)], np.int64)
+    landmark_faces = np.linspace(0, len(model.faces) - 1, NUM_LANDMARKS).astype(np.int64)
+    arrays = {
+        "v_template": model.v_template,
+        "f": model.faces.astype(np.int32),
+        "shapedirs": shapedirs,
+        "posedirs": posedirs,
+        "J_regressor": model.joint_regressor,
+        "weights": model.skin_weights,
+        "kintree_table": kintree,
+        "hands_componentsl": np.eye(45, dtype=np.float32),
+        "hands_componentsr": np.eye(45, dtype=np.float32),
+        "hands_meanl": np.zeros(45, np.float32),
+        "hands_meanr": np.zeros(45, np.float32),
+        "lmk_faces_idx": landmark_faces,
+        "lmk_bary_coords": np.full((NUM_LANDMARKS, 3), 1 / 3, np.float32),
+        "expression_names": np.array(ARKIT_NAMES),
+        "num_betas": np.array(model.num_betas),
+        "name": np.array(model.name),
+        "format_version": np.array(FORMAT_VERSION),
+        "materials_json": np.array(json.dumps({
+            part: {"color": list(m.color), "specular": m.specular, "shininess": m.shininess}
+            for part, m in model.materials.items()
+        })),
+    }
+    if model.part_labels is not None:
+        arrays["part_labels"] = model.part_labels
+        arrays["part_names"] = np.array(model.part_names)
+    if model.vertex_colors is not None:
+        arrays["vertex_colors"] = model.vertex_colors
+    return arrays
+
+
+def save_avatar(model: AvatarModel, path: str | os.PathLike) -> None:
+    """Write an SMPL-X-compatible `.npz` atomically: a failed write leaves any old file intact."""
+    path = Path(path)
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, **smplx_arrays(model))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(handle, "wb") as temp:
+            temp.write(buffer.getvalue())
+            temp.flush()
+            os.fsync(temp.fileno())
+        os.replace(temp_name, path)
+    except BaseException:
+        Path(temp_name).unlink(missing_ok=True)
+        raise

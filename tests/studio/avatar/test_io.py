@@ -1,0 +1,119 @@
+"""Avatar files: round trip, SMPL-X pickles without chumpy, and refusals that name the problem."""
+
+from __future__ import annotations
+
+import pickle
+import sys
+import types
+
+import numpy as np
+import pytest
+
+from studio.avatar.io import load_avatar, load_avatar_or_default, save_avatar, smplx_arrays
+from studio.avatar.model import AvatarFormatError
+
+
+def test_round_trip_keeps_every_array(tmp_path, synthetic_avatar):
+    path = tmp_path / "a.npz"
+    save_avatar(synthetic_avatar, path)
+    loaded = load_avatar(path)
+    for name in ("v_template", "faces", "joint_regressor", "skin_weights", "shape_dirs", "expr_dirs", "part_labels"):
+        assert np.array_equal(getattr(loaded, name), getattr(synthetic_avatar, name)), name
+    assert loaded.part_names == synthetic_avatar.part_names
+    assert loaded.materials == synthetic_avatar.materials
+    assert loaded.has_arkit_expressions
+
+
+def test_arrays_are_read_only(synthetic_avatar):
+    with pytest.raises(ValueError):
+        synthetic_avatar.v_template[0, 0] = 1.0
+
+
+def _write_npz(path, arrays):
+    np.savez(path, **arrays)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("mutate", "expected"),
+    [
+        (lambda a: a.pop("weights"), "missing key(s) weights"),
+        (lambda a: a.__setitem__("v_template", a["v_template"][:, :2]), "'v_template' has shape"),
+        (lambda a: a.__setitem__("f", a["f"] + 10_000), "'faces' indexes vertex"),
+        (lambda a: a.__setitem__("J_regressor", a["J_regressor"][:50]), "'J_regressor' has shape"),
+        (lambda a: a["shapedirs"].__setitem__((0, 0, 0), np.nan), "NaN"),
+        (lambda a: a["weights"].__setitem__((3, 0), 5.0), "'weights' row 3 sums to"),
+    ],
+)
+def test_malformed_files_are_refused_with_the_file_and_the_problem(tmp_path, synthetic_avatar, mutate, expected):
+    arrays = {k: np.array(v) for k, v in smplx_arrays(synthetic_avatar).items()}
+    mutate(arrays)
+    path = _write_npz(tmp_path / "bad.npz", arrays)
+    before = path.read_bytes()
+    with pytest.raises(AvatarFormatError) as error:
+        load_avatar(path)
+    assert str(path) in str(error.value) and expected in str(error.value)
+    assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize("content", [b"", b"not a zip at all", b"PK\x03\x04truncated"])
+def test_garbage_files_are_refused(tmp_path, content):
+    path = tmp_path / "garbage.npz"
+    path.write_bytes(content)
+    with pytest.raises(AvatarFormatError, match="garbage.npz"):
+        load_avatar(path)
+
+
+def test_missing_file_and_wrong_type(tmp_path):
+    with pytest.raises(AvatarFormatError, match="no such file"):
+        load_avatar(tmp_path / "nope.npz")
+    (tmp_path / "mesh.obj").write_text("v 0 0 0\n")
+    with pytest.raises(AvatarFormatError, match="allowed: .npz, .pkl"):
+        load_avatar(tmp_path / "mesh.obj")
+
+
+def test_a_bad_avatar_falls_back_to_the_default(tmp_path):
+    path = tmp_path / "broken.npz"
+    path.write_bytes(b"junk")
+    model, warning = load_avatar_or_default(path)
+    assert model.num_vertices >= 9930
+    assert "broken.npz" in warning and "default avatar" in warning
+
+
+def test_chumpy_pickled_smplx_file_loads_without_chumpy(tmp_path, synthetic_avatar, monkeypatch):
+    """A user's SMPL-X .pkl holds chumpy arrays; we read them with stand-ins for the classes."""
+    chumpy = types.ModuleType("chumpy")
+    chumpy_ch = types.ModuleType("chumpy.ch")
+
+    class Ch:
+        def __init__(self, x):
+            self.x = x
+
+    Ch.__module__, Ch.__qualname__ = "chumpy.ch", "Ch"
+    chumpy_ch.Ch = Ch
+    monkeypatch.setitem(sys.modules, "chumpy", chumpy)
+    monkeypatch.setitem(sys.modules, "chumpy.ch", chumpy_ch)
+    arrays = smplx_arrays(synthetic_avatar)
+    raw = {
+        "v_template": Ch(np.array(arrays["v_template"])),
+        "f": np.array(arrays["f"]),
+        "shapedirs": Ch(np.array(arrays["shapedirs"][:, :, :20])),
+        "J_regressor": np.array(arrays["J_regressor"]),
+        "weights": Ch(np.array(arrays["weights"])),
+        "kintree_table": np.array(arrays["kintree_table"]),
+    }
+    path = tmp_path / "SMPLX_NEUTRAL.pkl"
+    path.write_bytes(pickle.dumps(raw, protocol=2))
+    monkeypatch.delitem(sys.modules, "chumpy")
+    monkeypatch.delitem(sys.modules, "chumpy.ch")
+    model = load_avatar(path)
+    assert np.allclose(model.v_template, synthetic_avatar.v_template)
+    assert model.num_betas == 10
+    assert not model.has_arkit_expressions
+
+
+def test_pickle_with_foreign_classes_is_refused(tmp_path):
+    path = tmp_path / "evil.pkl"
+    path.write_bytes(pickle.dumps({"v_template": types.SimpleNamespace(a=1)}))
+    with pytest.raises(AvatarFormatError, match="refusing to load class"):
+        load_avatar(path)

@@ -1,0 +1,112 @@
+"""The `avatar-studio` command: the GUI by default, plus headless commands.
+
+It sits on top of all three layers, so it may reach studio/, render/ and widgets/;
+each command imports what it needs only when it runs, so `--help` stays instant and
+headless commands never load Qt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from studio import __version__
+
+BACKGROUNDS = ("studio", "chroma", "transparent")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error as one clear line and exit code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+def _size(text: str) -> tuple[int, int]:
+    try:
+        width, height = (int(part) for part in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"size {text!r} is not WIDTHxHEIGHT, e.g. 1280x720") from None
+    if not (16 <= width <= 7680 and 16 <= height <= 4320):
+        raise argparse.ArgumentTypeError(f"size {text!r} is out of range: 16x16 .. 7680x4320")
+    return width, height
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value <= 100000:
+        raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
+    return value
+
+
+def _existing_file(text: str) -> str:
+    path = Path(text)
+    if not path.exists():
+        raise argparse.ArgumentTypeError(f"no such file: {text}")
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"not a file: {text}")
+    return text
+
+
+def _output_file(text: str) -> str:
+    parent = Path(text).resolve().parent
+    if not parent.is_dir():
+        raise argparse.ArgumentTypeError(f"cannot write {text}: folder {parent} does not exist")
+    return text
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="avatar-studio", description="Live, speech-driven 3D avatars.")
+    parser.add_argument("--version", action="version", version=f"avatar-studio {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    gui = commands.add_parser("gui", help="open the studio window (the default)")
+    gui.add_argument("--avatar", type=_existing_file, help="avatar file (.npz or SMPL-X .pkl)")
+
+    selftest = commands.add_parser("selftest", help="render offscreen and check the avatar is drawn and moves")
+    selftest.add_argument("--avatar", type=_existing_file, help="avatar file to check instead of the default")
+
+    render = commands.add_parser("render", help="render the avatar to an MP4 file, headless")
+    render.add_argument("--out", required=True, type=_output_file, help="output .mp4 file")
+    render.add_argument("--audio", type=_existing_file, help="speech audio the avatar says (muxed into the video)")
+    render.add_argument("--text", help="a line the avatar speaks through on-device TTS")
+    render.add_argument("--duration", type=_positive, default=6.0, help="seconds of idle animation (no audio/text)")
+    render.add_argument("--fps", type=_positive, default=30.0)
+    render.add_argument("--size", type=_size, default=(1280, 720), help="WIDTHxHEIGHT (default 1280x720)")
+    render.add_argument("--background", choices=BACKGROUNDS, default="studio")
+    render.add_argument("--camera", choices=("body", "head"), default="body")
+    render.add_argument("--avatar", type=_existing_file)
+
+    lipsync = commands.add_parser("lipsync", help="write per-frame ARKit weights for an audio file as CSV")
+    lipsync.add_argument("audio", type=_existing_file)
+    lipsync.add_argument("--out", required=True, type=_output_file, help="output .csv file")
+    lipsync.add_argument("--fps", type=_positive, default=60.0)
+
+    bench = commands.add_parser("bench", help="measure speed and quality, print JSON")
+    bench.add_argument("--out", type=_output_file, help="also write the JSON to this file")
+    bench.add_argument("--quick", action="store_true", help="fewer repetitions (for a smoke run)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    os.environ.setdefault("PYQTGRAPH_QT_LIB", "PySide6")
+    args = build_parser().parse_args(argv)
+    command = args.command or "gui"
+    if command == "gui":
+        from widgets.main_window import run_gui
+
+        return run_gui(getattr(args, "avatar", None))
+    from widgets import commands as implementations
+
+    return getattr(implementations, f"{command}_command")(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
