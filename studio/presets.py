@@ -1,0 +1,168 @@
+"""Presets (module precision and budgets) and personas (who the avatar is), as YAML.
+
+Both carry a `schema_version`, are validated on load with a message naming the file,
+the field and what is allowed, and are saved atomically so a failed save never
+truncates the user's file.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from studio.paths import presets_dir, user_data_dir
+
+SCHEMA_VERSION = 1
+Level = Literal["high", "medium", "low"]
+
+
+class PresetError(ValueError):
+    """A preset or persona file the studio cannot use; the message says which field and why."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Modules(_Strict):
+    face: Level = "high"
+    hands: Level = "medium"
+    body: Level = "medium"
+    cloth: Level = "low"
+
+
+class RenderBudget(_Strict):
+    width: int = Field(1280, ge=160, le=7680)
+    height: int = Field(720, ge=90, le=4320)
+    fps: float = Field(30.0, gt=0, le=240)
+    latency_target_ms: float = Field(50.0, gt=0, le=1000)
+
+
+class LongSession(_Strict):
+    housekeeping_interval_s: float = Field(300.0, gt=0)
+    memory_watermark_mb: float = Field(1500.0, gt=0)
+    prewarm: bool = True
+
+
+class Preset(_Strict):
+    schema_version: int = SCHEMA_VERSION
+    name: str
+    description: str = ""
+    modules: Modules = Modules()
+    render: RenderBudget = RenderBudget()
+    long_session: LongSession = LongSession()
+
+    @property
+    def face_model_variant(self) -> str:
+        """`high` runs the fp32 face model, `medium`/`low` the INT8 one."""
+        return "fp32" if self.modules.face == "high" else "int8"
+
+
+class Voice(_Strict):
+    name: str = "en-us"
+    rate_wpm: int = Field(170, ge=80, le=450)
+    pitch: int = Field(50, ge=0, le=99)
+
+
+class ExpressionStyle(_Strict):
+    gains: dict[str, float] = {}
+    caps: dict[str, float] = {}
+    blink_rate_per_min: float = Field(16.0, ge=0, le=60)
+    head_motion: float = Field(1.0, ge=0, le=3)
+    gesture_energy: float = Field(1.0, ge=0, le=3)
+
+
+class Persona(_Strict):
+    schema_version: int = SCHEMA_VERSION
+    name: str
+    avatar: str = "default"
+    betas: list[float] = Field(default_factory=list, max_length=16)
+    colors: dict[str, tuple[float, float, float]] = {}
+    voice: Voice = Voice()
+    style: ExpressionStyle = ExpressionStyle()
+    default_preset: str = "default"
+    cue_lines: list[str] = []
+
+
+def _migrate(data: dict) -> dict:
+    """Bring an older file forward to SCHEMA_VERSION (version 1 is the first)."""
+    return data
+
+
+def _describe(error: ValidationError) -> str:
+    first = error.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    value = first.get("input")
+    shown = "" if isinstance(value, dict) else f" = {value!r}"
+    return f"field '{where}'{shown}: {first['msg']}"
+
+
+def _load(path: Path, kind: type[BaseModel]):
+    label = kind.__name__.lower()
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise PresetError(f"{path}: no such {label} file") from None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
+        raise PresetError(f"{path}: not a readable YAML {label} file ({error})") from None
+    if not isinstance(data, dict):
+        raise PresetError(f"{path}: expected a YAML mapping with a 'name' and 'schema_version'")
+    version = data.get("schema_version", SCHEMA_VERSION)
+    if not isinstance(version, int) or not 1 <= version <= SCHEMA_VERSION:
+        raise PresetError(f"{path}: field 'schema_version' = {version!r}: allowed 1..{SCHEMA_VERSION}")
+    try:
+        return kind.model_validate(_migrate(data))
+    except ValidationError as error:
+        raise PresetError(f"{path}: {_describe(error)}") from None
+
+
+def load_preset(path: str | os.PathLike) -> Preset:
+    return _load(Path(path), Preset)
+
+
+def load_persona(path: str | os.PathLike) -> Persona:
+    return _load(Path(path), Persona)
+
+
+def _search_dirs(sub: str) -> list[Path]:
+    return [user_data_dir() / sub, presets_dir() / ("" if sub == "presets" else sub)]
+
+
+def _find(name: str, sub: str) -> Path:
+    for folder in _search_dirs(sub):
+        candidate = folder / f"{name}.yaml"
+        if candidate.is_file():
+            return candidate
+    known = sorted({p.stem for folder in _search_dirs(sub) if folder.is_dir() for p in folder.glob("*.yaml")})
+    raise PresetError(f"no {sub[:-1]} named {name!r}; available: {', '.join(known) or '(none)'}")
+
+
+def preset_by_name(name: str) -> Preset:
+    """A user's preset of that name, else the built-in one."""
+    return load_preset(_find(name, "presets"))
+
+
+def persona_by_name(name: str) -> Persona:
+    return load_persona(_find(name, "personas"))
+
+
+def save_yaml(model: BaseModel, path: str | os.PathLike) -> None:
+    """Write atomically: temp file in the same folder, fsync, rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = yaml.safe_dump(model.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
+    handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,69 @@
+"""Presets and personas: built-ins load, bad files are refused by name and never overwritten."""
+
+from __future__ import annotations
+
+import pytest
+
+from studio.presets import (
+    PresetError,
+    load_persona,
+    load_preset,
+    persona_by_name,
+    preset_by_name,
+    save_yaml,
+)
+
+
+def test_builtin_presets_and_persona_load():
+    medical = preset_by_name("medical")
+    assert (medical.render.width, medical.render.height, medical.render.fps) == (1280, 720, 30)
+    assert medical.modules.face == "high" and medical.modules.hands == "medium" and medical.modules.cloth == "low"
+    assert medical.render.latency_target_ms == 50
+    assert preset_by_name("education").long_session.prewarm
+    assert persona_by_name("default").voice.name == "en-us"
+
+
+def test_user_preset_shadows_the_builtin(tmp_path, monkeypatch):
+    monkeypatch.setenv("AVATAR_STUDIO_HOME", str(tmp_path))
+    save_yaml(preset_by_name("medical").model_copy(update={"description": "mine"}), tmp_path / "presets" / "medical.yaml")
+    assert preset_by_name("medical").description == "mine"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("name: x\nmodules: {face: ultra}\n", "field 'modules.face' = 'ultra'"),
+        ("name: x\nrender: {fps: -3}\n", "field 'render.fps' = -3"),
+        ("name: x\nbogus: 1\n", "field 'bogus'"),
+        ("schema_version: 9\nname: x\n", "field 'schema_version' = 9: allowed 1..1"),
+        ("- just\n- a list\n", "expected a YAML mapping"),
+        ("name: [unclosed\n", "not a readable YAML"),
+    ],
+)
+def test_bad_preset_names_file_field_and_value_and_stays_intact(tmp_path, text, expected):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(PresetError) as error:
+        load_preset(path)
+    assert str(path) in str(error.value) and expected in str(error.value)
+    assert path.read_text() == text
+
+
+def test_bad_persona_voice_rate(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text("name: p\nvoice: {rate_wpm: 5}\n")
+    with pytest.raises(PresetError, match="voice.rate_wpm"):
+        load_persona(path)
+
+
+def test_unknown_name_lists_the_available_ones():
+    with pytest.raises(PresetError, match="available: .*medical"):
+        preset_by_name("no-such-preset")
+
+
+def test_save_is_atomic_and_round_trips(tmp_path):
+    preset = preset_by_name("education")
+    path = tmp_path / "e.yaml"
+    save_yaml(preset, path)
+    assert load_preset(path) == preset
+    assert [p.name for p in tmp_path.iterdir()] == ["e.yaml"]
