@@ -35,7 +35,7 @@ test: setup-dev
 	@scripts/run-tests.sh
 
 bench: setup-dev
-	$(STUDIO) bench --out bench.json
+	scripts/with-services.sh $(STUDIO) bench --out bench.json
 
 lint: setup-dev
 	$(VENV)/bin/ruff check .

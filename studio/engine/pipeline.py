@@ -1,0 +1,443 @@
+"""The real-time engine: one thread turning audio into FrameStates.
+
+source → features → face model (or the source's exact phonemes) → motion → expression layer →
+anchor → FrameState → LatestFrameSlot (render, interpolated) and bounded drop-oldest queues
+(recorder, API). Every 10 ms hop of audio yields one face/motion step; frames go out at `fps`.
+
+The session media clock is continuous: each source's sample position is laid on it from the
+moment the source starts, and with no source (or a failed or finished one) the idle animation
+runs on, so consumers always see time move forward.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from studio.avatar.arkit import ARKIT_NAMES, NUM_ARKIT
+from studio.engine.features import LogMelExtractor
+from studio.engine.motion import AUDIBLE_DB, HOP_S, MotionGenerator, MotionStyle, Prosody, ProsodyTracker, _Spring
+from studio.engine.sources import ENGINE_RATE, AudioSource
+from studio.frame import FrameState, interpolate
+from studio.telemetry import LatencyTelemetry
+
+HOP = int(ENGINE_RATE * HOP_S)
+STAGES = ("capture", "features", "inference", "motion", "anchor")
+MOUTH_CHANNELS = np.array([i for i, name in enumerate(ARKIT_NAMES)
+                           if name.startswith(("jaw", "mouth", "cheekPuff", "tongue"))])
+EASE_S = 0.15  # how long the mouth takes to settle when a source changes
+TICK_S = 0.005
+
+
+class ExpressionLayer:
+    """Designer gains and caps over the 52 weights (identity by default); `name` is the active expression."""
+
+    def __init__(self, gains: np.ndarray | None = None, caps: np.ndarray | None = None, name: str = "") -> None:
+        self.gains = np.ones(NUM_ARKIT, np.float32) if gains is None else np.asarray(gains, np.float32)
+        self.caps = np.ones(NUM_ARKIT, np.float32) if caps is None else np.asarray(caps, np.float32)
+        if self.gains.shape != (NUM_ARKIT,) or self.caps.shape != (NUM_ARKIT,):
+            raise ValueError(f"ExpressionLayer gains/caps must have shape ({NUM_ARKIT},), got "
+                             f"{self.gains.shape} and {self.caps.shape}")
+        self.name = name
+
+    def apply(self, arkit: np.ndarray) -> np.ndarray:
+        return np.clip(arkit * self.gains, 0.0, self.caps)
+
+
+class AnchorStage:
+    """Long-session spatial-consistency anchoring plugs in here; for now the state passes through."""
+
+    def process(self, state: FrameState) -> FrameState:
+        return state
+
+
+class LatestFrameSlot:
+    """The newest frames for the renderer: `get(t)` interpolates between the two frames around media time t."""
+
+    def __init__(self, history: int = 64) -> None:
+        self._frames: deque[FrameState] = deque(maxlen=history)
+        self._lock = threading.Lock()
+
+    def put(self, frame: FrameState) -> None:
+        with self._lock:
+            if self._frames and frame.media_time_s < self._frames[-1].media_time_s:
+                self._frames.clear()  # time went back (a new session): old frames no longer bracket anything
+            self._frames.append(frame)
+
+    def latest(self) -> FrameState | None:
+        with self._lock:
+            return self._frames[-1] if self._frames else None
+
+    def get(self, presentation_media_time: float | None = None) -> FrameState | None:
+        """The frame for this media time (clamped to the frames held; the latest one when None)."""
+        with self._lock:
+            frames = list(self._frames)
+        if not frames:
+            return None
+        if presentation_media_time is None or presentation_media_time >= frames[-1].media_time_s:
+            return frames[-1]
+        if presentation_media_time <= frames[0].media_time_s:
+            return frames[0]
+        times = np.array([f.media_time_s for f in frames])
+        after = int(np.searchsorted(times, presentation_media_time, side="right"))
+        a, b = frames[after - 1], frames[after]
+        span = b.media_time_s - a.media_time_s
+        return interpolate(a, b, (presentation_media_time - a.media_time_s) / span if span > 0 else 1.0)
+
+
+class FrameQueue:
+    """A bounded queue for one consumer: when it falls behind, the oldest frames are dropped (and counted)."""
+
+    def __init__(self, maxlen: int = 256) -> None:
+        if maxlen < 1:
+            raise ValueError(f"FrameQueue maxlen={maxlen} must be at least 1")
+        self._frames: deque[FrameState] = deque(maxlen=maxlen)
+        self._ready = threading.Condition()
+        self.dropped = 0
+
+    def put(self, frame: FrameState) -> None:
+        with self._ready:
+            if len(self._frames) == self._frames.maxlen:
+                self.dropped += 1
+            self._frames.append(frame)
+            self._ready.notify()
+
+    def get(self, timeout: float | None = None) -> FrameState | None:
+        """The oldest waiting frame, waiting up to `timeout` seconds (None when none came)."""
+        with self._ready:
+            if not self._frames:
+                self._ready.wait(timeout)
+            return self._frames.popleft() if self._frames else None
+
+    def drain(self) -> list[FrameState]:
+        with self._ready:
+            frames = list(self._frames)
+            self._frames.clear()
+            return frames
+
+    def __len__(self) -> int:
+        return len(self._frames)
+
+
+@dataclass
+class _Hop:
+    """Face and voice for one 10 ms hop of the current source."""
+
+    index: int
+    arkit: np.ndarray
+    visemes: np.ndarray | None
+    voice: float
+
+
+class Engine:
+    """Runs the pipeline on one thread; read frames from `slot`, `subscribe()` or telemetry from `telemetry`."""
+
+    def __init__(self, source: AudioSource | None = None, model_variant: str = "fp32",
+                 style: MotionStyle | None = None, fps: float = 100.0,
+                 expression: ExpressionLayer | Callable[[np.ndarray], np.ndarray] | None = None,
+                 anchor: AnchorStage | None = None, budget_ms: float = 10.0) -> None:
+        from studio.engine.face_model import FaceModel
+
+        if not 1.0 <= fps <= 100.0:
+            raise ValueError(f"Engine fps={fps} is out of range; allowed 1..100 (the model runs at 100 hops/s)")
+        self.fps = float(fps)
+        self.model = FaceModel(model_variant)
+        self.model_variant = model_variant
+        self.motion = MotionGenerator(style)
+        self.expression = expression or ExpressionLayer()
+        self.anchor = anchor or AnchorStage()
+        self.slot = LatestFrameSlot()
+        self.telemetry = LatencyTelemetry(budget_ms=budget_ms)
+        self.features = LogMelExtractor()
+        self.prosody = ProsodyTracker()
+        self._subscribers: list[FrameQueue] = []
+        self._lock = threading.Lock()
+        self._source = source
+        self._pending: list[AudioSource | None] = []
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._sequence = 0
+        self._media_now = 0.0  # media time of the last frame emitted
+        self._source_offset = 0.0  # session media time of the current source's sample 0
+        self._last_emitted_frame_index = -1
+        self._last_arkit = np.zeros(NUM_ARKIT, np.float32)
+        self._ease_from = np.zeros(NUM_ARKIT, np.float32)
+        self._ease_until = -1.0
+        self._gate = _Spring(40.0)
+        self.status = "stopped"
+        self.source_error: str | None = None
+
+    # ------------------------------------------------------------ control (any thread)
+
+    @property
+    def source(self) -> AudioSource | None:
+        return self._source
+
+    @property
+    def source_start_media_s(self) -> float:
+        """Session media time of the current source's first sample (its frames are stamped from here)."""
+        return self._source_offset
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def set_style(self, style: MotionStyle) -> None:
+        self.motion.set_style(style)
+
+    def subscribe(self, maxlen: int = 256) -> FrameQueue:
+        queue = FrameQueue(maxlen)
+        with self._lock:
+            self._subscribers.append(queue)
+        return queue
+
+    def unsubscribe(self, queue: FrameQueue) -> None:
+        with self._lock:
+            if queue in self._subscribers:
+                self._subscribers.remove(queue)
+
+    def start(self) -> None:
+        if self.running:
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="avatar-engine", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the thread (joined) and the source."""
+        self._stop.set()
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join()
+        if self._source is not None:
+            self._source.stop()
+        self.status = "stopped"
+
+    def set_source(self, source: AudioSource | None) -> None:
+        """Switch sources (None: idle); while running the switch happens on the engine thread, mouth easing."""
+        if self.running:
+            with self._lock:
+                self._pending.append(source)
+        else:
+            if self._source is not None and self._source is not source:
+                self._source.stop()
+            self._source = source
+
+    def media_time_now(self) -> float:
+        """The session media time being heard now, per the active source's clock (for presentation)."""
+        source = self._source
+        if source is not None and source.clock.ready and self._source_active():
+            return self._source_offset + source.clock.monotonic_to_media(time.monotonic())
+        return self._media_now
+
+    # ------------------------------------------------------------ engine thread
+
+    def _run(self) -> None:
+        self._activate(self._source)
+        while not self._stop.is_set():
+            with self._lock:
+                pending, self._pending = self._pending, []
+            for source in pending:
+                if self._source is not None and self._source is not source:
+                    self._source.stop()
+                self._activate(source)
+            if self._source_active():
+                self._process_source()
+            else:
+                self._process_idle()
+            self._stop.wait(TICK_S)
+
+    def _activate(self, source: AudioSource | None) -> None:
+        """Start a source on the session clock right after the last emitted frame."""
+        self._source = source
+        self._ease_from = self._last_arkit.copy()
+        self._ease_until = self._media_now + EASE_S
+        self._source_offset = self._media_now + HOP_S
+        self._hops_done = 0
+        self._samples_seen = 0
+        self._prosody_count = 0
+        self._flushed = False
+        self._prosody_history: deque[Prosody] = deque(maxlen=256)
+        self._track = None
+        self.features.reset()
+        self.model.reset()
+        self.prosody.reset()
+        self.motion.reset()
+        self._idle_anchor = (self._media_now, time.monotonic())
+        self.source_error = None
+        if source is None:
+            self.status = "idle"
+            return
+        try:
+            source.start()
+        except Exception as error:  # a source that cannot start leaves the engine idle, saying why
+            self.source_error = f"{source.name}: {error}"
+        if source.phonemes is not None and source.duration_s is not None:
+            from studio.speech.visemes import phoneme_track
+
+            self._track = phoneme_track(source.phonemes, source.duration_s, fps=1.0 / HOP_S)
+        self.status = source.status
+
+    def _source_active(self) -> bool:
+        source = self._source
+        return (source is not None and self.source_error is None and source.error is None
+                and not (source.finished and self._hops_done * HOP >= self._samples_seen))
+
+    def _process_source(self) -> None:
+        source = self._source
+        begin = time.perf_counter()
+        try:
+            start, samples = source.read_available()
+        except Exception as error:  # never let a source take the engine down
+            self.source_error = f"{source.name}: {error}"
+            samples = np.zeros(0, np.float32)
+        capture_ms = (time.perf_counter() - begin) * 1000.0
+        self.status = self.source_error or source.status
+        if source.error is not None or self.source_error is not None:
+            self._idle_anchor = (self._media_now, time.monotonic())
+            return
+        if samples.size == 0:
+            if source.finished:
+                self._flush_source_tail()
+            return
+        self._samples_seen = start + len(samples)
+        timings = {"capture": capture_ms}
+        t0 = time.perf_counter()
+        features = self.features.push(samples)
+        prosodies = self.prosody.push(samples)
+        t1 = time.perf_counter()
+        self._add_prosody(prosodies)
+        hops = self._face_hops(features, self._prosody_count)
+        t2 = time.perf_counter()
+        n = max(1, len(prosodies))
+        timings["features"] = (t1 - t0) * 1000.0 / n
+        timings["inference"] = (t2 - t1) * 1000.0 / n
+        timings["capture"] = capture_ms / n
+        for hop in hops:
+            self._emit_hop(hop, timings)
+        if source.finished:
+            self._flush_source_tail()
+
+    def _face_hops(self, features: np.ndarray, total: int) -> list[_Hop]:
+        """Face weights for the hops that are now complete (model output lags by its lookahead)."""
+        if self._track is not None:
+            hops = []
+            for index in range(self._hops_done, total):
+                row = min(index, self._track.num_frames - 1)
+                if row < 0:
+                    continue
+                hops.append(_Hop(index, self._track.arkit[row], None, float(self._track.voice_active[row])))
+            self._hops_done = total
+            return hops
+        output = self.model.step(features)
+        lag = self.model.lookahead_frames
+        hops = []
+        for i in range(len(output)):
+            index = total - len(output) + i - lag
+            if index < 0:
+                continue
+            hops.append(_Hop(index, output.arkit[i], output.visemes[i], float(output.voice_activity[i])))
+        if hops:
+            self._hops_done = hops[-1].index + 1
+        return hops
+
+    def _flush_source_tail(self) -> None:
+        """A finished source: the model's lookahead frames still owe the last hops; pad with silence."""
+        if self._track is None and self.model.lookahead_frames and not self._flushed:
+            self._flushed = True
+            silence = np.zeros(HOP * self.model.lookahead_frames, np.float32)
+            features = self.features.push(silence)
+            self._add_prosody(self.prosody.push(silence))
+            hops = self._face_hops(features, self._prosody_count)
+            for hop in hops:
+                if hop.index * HOP < self._samples_seen:
+                    self._emit_hop(hop, {})
+        self._hops_done = max(self._hops_done, -(-self._samples_seen // HOP))
+        self._idle_anchor = (self._media_now, time.monotonic())
+
+    def _add_prosody(self, prosodies: list[Prosody]) -> None:
+        self._prosody_history.extend(prosodies)
+        self._prosody_count += len(prosodies)
+
+    def _prosody_at(self, index: int) -> Prosody:
+        offset = index - (self._prosody_count - len(self._prosody_history))
+        if 0 <= offset < len(self._prosody_history):
+            return self._prosody_history[offset]
+        return Prosody()
+
+    def _emit_hop(self, hop: _Hop, timings: dict) -> None:
+        media = self._source_offset + hop.index * HOP_S
+        prosody = self._prosody_at(hop.index)
+        t0 = time.perf_counter()
+        ahead = [self._prosody_at(hop.index + k) for k in (-1, 0, 1, 2)]
+        audible = any(p.level_db > AUDIBLE_DB for p in ahead)
+        gate = float(np.clip(self._gate.step(1.0 if audible or self._track is not None else 0.0, HOP_S)[0], 0, 1))
+        arkit = np.clip(np.asarray(hop.arkit, np.float32), 0.0, 1.0).copy()
+        arkit[MOUTH_CHANNELS] *= gate
+        voice = hop.voice * gate if self._track is None else hop.voice
+        speaking = Prosody(prosody.energy, prosody.pitch, prosody.voiced, max(voice, 0.0), prosody.level_db)
+        motion = self.motion.step(media, speaking)
+        t1 = time.perf_counter()
+        frame_index = int(np.floor(media * self.fps + 1e-6))
+        if frame_index == self._last_emitted_frame_index:
+            self._media_now = media
+            return
+        self._emit(media, motion.apply(self._eased(media, arkit)), motion.pose, motion.transl, hop.visemes, voice,
+                   {**timings, "motion": (t1 - t0) * 1000.0})
+        self._last_emitted_frame_index = frame_index
+
+    def _eased(self, media: float, arkit: np.ndarray) -> np.ndarray:
+        if media >= self._ease_until:
+            return arkit
+        blend = 1.0 - (self._ease_until - media) / EASE_S
+        blend = blend * blend * (3.0 - 2.0 * blend)
+        eased = arkit.copy()
+        eased[MOUTH_CHANNELS] = self._ease_from[MOUTH_CHANNELS] + (arkit - self._ease_from)[MOUTH_CHANNELS] * blend
+        return eased
+
+    def _process_idle(self) -> None:
+        """No live audio: idle motion on the monotonic clock, mouth easing to rest."""
+        anchor_media, anchor_mono = self._idle_anchor
+        now_media = anchor_media + (time.monotonic() - anchor_mono)
+        next_index = self._last_emitted_frame_index + 1
+        while next_index / self.fps <= now_media:
+            media = next_index / self.fps
+            if media > self._media_now:
+                t0 = time.perf_counter()
+                motion = self.motion.step(media, Prosody())
+                t1 = time.perf_counter()
+                arkit = self._eased(media, np.zeros(NUM_ARKIT, np.float32))
+                self._emit(media, motion.apply(arkit), motion.pose, motion.transl, None, 0.0,
+                           {"motion": (t1 - t0) * 1000.0})
+            self._last_emitted_frame_index = next_index
+            next_index += 1
+        if self._source is None:
+            self.status = "idle"
+
+    def _emit(self, media: float, arkit: np.ndarray, pose: np.ndarray, transl: np.ndarray,
+              visemes: np.ndarray | None, voice: float, timings: dict) -> None:
+        layer = self.expression
+        t0 = time.perf_counter()
+        arkit = layer.apply(arkit) if hasattr(layer, "apply") else layer(arkit)
+        self._last_arkit = np.asarray(arkit, np.float32)
+        self._sequence += 1
+        state = FrameState(media_time_s=media, arkit=arkit, pose=pose, transl=transl, visemes=visemes,
+                           voice_activity=float(np.clip(voice, 0.0, 1.0)), expression=getattr(layer, "name", ""),
+                           sequence=self._sequence)
+        state = self.anchor.process(state)
+        anchor_ms = (time.perf_counter() - t0) * 1000.0
+        full = {stage: float(timings.get(stage, 0.0)) for stage in STAGES}
+        full["anchor"] = anchor_ms
+        state = state.replace(timings_ms=full)
+        self._media_now = media
+        self.telemetry.record(full)
+        self.slot.put(state)
+        with self._lock:
+            subscribers = list(self._subscribers)
+        for queue in subscribers:
+            queue.put(state)

@@ -1,0 +1,87 @@
+"""Offline analysis and ARKit CSV export."""
+
+import csv
+
+import numpy as np
+import pytest
+import soundfile
+
+from studio.avatar.arkit import ARKIT_NAMES
+from studio.engine.offline import analyze_audio, analyze_text, lipsync_command, smpte_timecode, write_arkit_csv
+from studio.speech.visemes import closure_intervals, lips_closed, mouth_openness
+from tests.studio.engine.helpers import SR, silence_vowel_silence
+
+
+def test_audio_frames_are_on_media_time_and_silence_is_at_rest(tmp_path):
+    audio = silence_vowel_silence()
+    frames = analyze_audio(audio, fps=60, sample_rate=SR)
+    assert len(frames) == int(np.ceil(len(audio) / SR * 60))
+    assert [f.media_time_s for f in frames[:3]] == pytest.approx([0, 1 / 60, 2 / 60])
+    times = np.array([f.media_time_s for f in frames])
+    openness = np.array([mouth_openness(f.arkit) for f in frames])
+    assert np.all(openness[(times < 0.5) | (times > 1.75)] < 0.08)
+    assert np.median(openness[(times > 0.75) & (times < 1.5)]) > 0.15
+
+
+@pytest.mark.parametrize("name,make", [
+    ("silence", lambda: np.zeros(SR, np.float32)),
+    ("clipping", lambda: np.clip(silence_vowel_silence() * 20, -1, 1)),
+    ("dc_offset", lambda: silence_vowel_silence() + 0.4),
+    ("stereo", lambda: np.stack([silence_vowel_silence()] * 2, axis=1)),
+])
+def test_awkward_audio_gives_sensible_frames(name, make):
+    frames = analyze_audio(make(), fps=30, sample_rate=SR)
+    arkit = np.array([f.arkit for f in frames])
+    assert np.isfinite(arkit).all() and arkit.min() >= 0 and arkit.max() <= 1
+    if name == "silence":
+        assert max(mouth_openness(f.arkit) for f in frames) == 0.0
+
+
+def test_text_frames_close_the_lips_for_b_m_p():
+    clip, frames = analyze_text("Bob met Pam", fps=100)
+    for start, end in closure_intervals(clip.phonemes):
+        inside = [f for f in frames if start <= f.media_time_s < end]
+        assert inside and all(lips_closed(f.arkit) for f in inside)
+    with pytest.raises(ValueError):
+        analyze_text("")
+
+
+def test_csv_has_timecode_media_time_and_the_52_names(tmp_path):
+    frames = analyze_audio(np.zeros(SR // 2, np.float32), fps=60, sample_rate=SR)
+    path = tmp_path / "take.csv"
+    write_arkit_csv(frames, path, 60)
+    rows = list(csv.reader(path.open()))
+    assert rows[0] == ["Timecode", "media_time_s", *ARKIT_NAMES]
+    assert len(rows) == len(frames) + 1
+    assert rows[2][0] == "00:00:00:01.000" and float(rows[2][1]) == pytest.approx(1 / 60, abs=1e-6)
+    assert smpte_timecode(3723.5, 60) == "01:02:03:30.000"
+
+
+def test_a_failed_export_never_truncates_the_existing_file(tmp_path):
+    path = tmp_path / "take.csv"
+    path.write_text("precious")
+
+    class Exploding:
+        media_time_s = 0.0
+
+        @property
+        def arkit(self):
+            raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError):
+        write_arkit_csv([Exploding()], path, 60)
+    assert path.read_text() == "precious"
+    assert [p.name for p in tmp_path.iterdir()] == ["take.csv"]
+
+
+def test_lipsync_command_writes_a_csv_and_reports_bad_input_in_one_line(tmp_path, capsys):
+    wav = tmp_path / "speech.wav"
+    soundfile.write(wav, silence_vowel_silence(), SR)
+    out = tmp_path / "speech.csv"
+    assert lipsync_command(str(wav), str(out), 30) == 0 and out.stat().st_size > 0
+    garbage = tmp_path / "garbage.mp3"
+    garbage.write_bytes(b"\x00\x01not audio" * 50)
+    assert lipsync_command(str(garbage), str(tmp_path / "x.csv"), 30) == 2
+    error = capsys.readouterr().err.strip()
+    assert "garbage.mp3" in error and len(error.splitlines()) == 1
+    assert not (tmp_path / "x.csv").exists()

@@ -1,0 +1,147 @@
+"""The engine thread end to end with real sources, the real face model and real devices."""
+
+import os
+import threading
+
+import numpy as np
+import pytest
+import soundfile
+
+from studio.engine.pipeline import Engine, FrameQueue, LatestFrameSlot
+from studio.engine.sources import ENGINE_RATE, FileSource, MicrophoneSource, TextSource
+from studio.frame import FrameState
+from studio.speech.visemes import closure_intervals, lips_closed, mouth_openness
+from tests.studio.engine.helpers import silence_vowel_silence, wait_until
+
+needs_pulse = pytest.mark.skipif(not os.environ.get("PULSE_SERVER"), reason="needs the PulseAudio test services")
+
+
+def _run_until_finished(engine, source):
+    queue = engine.subscribe(100_000)
+    engine.set_source(source)
+    engine.start()
+    try:
+        wait_until(lambda: source.finished and engine.status.endswith("finished"), 30, "the source to finish")
+        wait_until(lambda: len(queue) > 0, what="frames")
+    finally:
+        engine.stop()
+    offset = engine.source_start_media_s
+    return [f for f in queue.drain() if f.media_time_s >= offset], offset
+
+
+@needs_pulse
+def test_file_drives_lips_closed_in_silence_open_on_the_vowel(tmp_path):
+    path = tmp_path / "vowel.wav"
+    soundfile.write(path, silence_vowel_silence(), ENGINE_RATE)
+    frames, offset = _run_until_finished(Engine(), FileSource(path))
+    times = np.array([f.media_time_s - offset for f in frames])
+    openness = np.array([mouth_openness(f.arkit) for f in frames])
+    assert times.max() > 2.0  # the whole file came through
+    silent = (times < 0.5) | (times > 1.75)
+    vowel = (times > 0.75) & (times < 1.5)
+    assert np.all(openness[silent] < 0.08)
+    assert np.median(openness[vowel]) > 0.15
+    assert all(set(f.timings_ms) == {"capture", "features", "inference", "motion", "anchor"} for f in frames)
+    assert np.all(np.diff([f.sequence for f in frames]) > 0)
+
+
+@needs_pulse
+def test_text_keeps_lips_closed_inside_every_b_m_p_closure():
+    source = TextSource("Bob met Pam")
+    frames, offset = _run_until_finished(Engine(), source)
+    closures = closure_intervals(source.phonemes)
+    assert len(closures) >= 3
+    checked = 0
+    for start, end in closures:
+        inside = [f for f in frames if start + 0.005 <= f.media_time_s - offset <= end - 0.005]
+        checked += len(inside)
+        assert all(lips_closed(f.arkit) for f in inside), (start, end)
+    assert checked >= 6
+    assert max(mouth_openness(f.arkit) for f in frames) > 0.2  # and it does open between them
+
+
+@needs_pulse
+def test_microphone_on_the_null_source_produces_frames():
+    engine = Engine(MicrophoneSource("pulse"))
+    queue = engine.subscribe()
+    engine.start()
+    try:
+        wait_until(lambda: len(queue) >= 20, what="frames from the microphone")
+        assert engine.source.error is None
+    finally:
+        engine.stop()
+
+
+@needs_pulse
+def test_switching_sources_while_running_leaves_no_thread_behind(tmp_path):
+    path = tmp_path / "vowel.wav"
+    soundfile.write(path, silence_vowel_silence(), ENGINE_RATE)
+    before = set(threading.enumerate())
+    engine = Engine()
+    queue = engine.subscribe(10_000)
+    engine.start()
+    for source in (FileSource(path), MicrophoneSource("pulse"), TextSource("Hello"), None, FileSource(path)):
+        count = len(queue)
+        engine.set_source(source)
+        wait_until(lambda c=count: len(queue) > c + 10, what="frames after a switch")
+    engine.stop()
+    assert not engine.running
+    assert set(threading.enumerate()) == before
+    times = [f.media_time_s for f in queue.drain()]
+    assert np.all(np.diff(times) > 0)  # the session clock never goes back across switches
+
+
+def test_idle_engine_animates_with_the_mouth_at_rest():
+    engine = Engine(fps=60)
+    queue = engine.subscribe()
+    engine.start()
+    try:
+        wait_until(lambda: len(queue) >= 30, what="idle frames")
+    finally:
+        engine.stop()
+    frames = queue.drain()
+    assert engine.status == "stopped"
+    assert all(mouth_openness(f.arkit) == 0.0 for f in frames)
+    assert len({f.pose.tobytes() for f in frames}) > 1  # breathing, not frozen
+
+
+def test_a_failing_source_leaves_the_engine_idle_with_a_message():
+    class Broken(FileSource):
+        def read_available(self):
+            raise OSError("device on fire")
+
+    engine = Engine()
+    source = _broken_source(Broken)
+    queue = engine.subscribe()
+    engine.set_source(source)
+    engine.start()
+    try:
+        wait_until(lambda: "device on fire" in engine.status, what="the error in the status")
+        count = len(queue)
+        wait_until(lambda: len(queue) > count + 10, what="idle frames after the error")
+    finally:
+        engine.stop()
+
+
+def _broken_source(cls):
+    import tempfile
+
+    with tempfile.NamedTemporaryFile(suffix=".wav", delete=False) as handle:
+        soundfile.write(handle.name, np.zeros(1600, np.float32), ENGINE_RATE)
+    return cls(handle.name, play=False)
+
+
+def test_latest_slot_interpolates_between_bracketing_frames_and_queues_drop_oldest():
+    slot = LatestFrameSlot()
+    assert slot.get(1.0) is None
+    a = FrameState(media_time_s=1.0, arkit=np.zeros(52))
+    b = FrameState(media_time_s=1.1, arkit=np.ones(52), sequence=1)
+    slot.put(a)
+    slot.put(b)
+    assert slot.get(1.05).arkit[0] == pytest.approx(0.5)
+    assert slot.get(5.0) is b and slot.get(0.0) is a and slot.get() is b
+    queue = FrameQueue(maxlen=2)
+    for frame in (a, b, a):
+        queue.put(frame)
+    assert queue.dropped == 1 and queue.drain() == [b, a]
+    assert queue.get(timeout=0.01) is None

@@ -1,0 +1,171 @@
+"""Audio sources on real files and real (PulseAudio null) devices."""
+
+import os
+import subprocess
+
+import numpy as np
+import pytest
+import soundfile
+
+from studio.engine.sources import (
+    ENGINE_RATE,
+    AudioDeviceError,
+    AudioInputError,
+    FileSource,
+    MicrophoneSource,
+    StreamResampler,
+    TextSource,
+    load_audio,
+)
+from tests.studio.engine.helpers import silence_vowel_silence, vowel, wait_until
+
+needs_pulse = pytest.mark.skipif(not os.environ.get("PULSE_SERVER"), reason="needs the PulseAudio test services")
+
+
+def _read_all(source):
+    chunks, positions = [], []
+    while not source.finished:
+        start, samples = source.read_available()
+        positions.append(start)
+        chunks.append(samples)
+    return positions, np.concatenate(chunks)
+
+
+@pytest.mark.parametrize("rate,channels", [(8000, 1), (96000, 2), (44100, 2)])
+def test_any_rate_and_channel_count_becomes_mono_16k(tmp_path, rate, channels):
+    audio = np.repeat(vowel(1.0, rate)[:, None], channels, axis=1)
+    path = tmp_path / f"speech_{rate}.wav"
+    soundfile.write(path, audio, rate)
+    source = FileSource(path, realtime=False)
+    source.start()
+    positions, samples = _read_all(source)
+    assert positions[0] == 0
+    assert abs(len(samples) - ENGINE_RATE) <= 2
+    assert samples.dtype == np.float32
+    # the vowel's energy survives: same loudness within 2 dB
+    ratio_db = 10 * np.log10(np.mean(samples[1000:-1000] ** 2) / np.mean(vowel(1.0, rate) ** 2))
+    assert abs(ratio_db) < 2
+
+
+def test_compressed_formats_decode(tmp_path):
+    import av
+
+    ogg = tmp_path / "speech.ogg"
+    soundfile.write(ogg, vowel(0.5), ENGINE_RATE)
+    m4a = tmp_path / "speech.m4a"
+    with av.open(str(m4a), "w") as container:
+        stream = container.add_stream("aac", rate=ENGINE_RATE, layout="mono")
+        frame = av.AudioFrame.from_ndarray(vowel(0.5)[None], format="flt", layout="mono")
+        frame.sample_rate = ENGINE_RATE
+        for packet in stream.encode(frame):
+            container.mux(packet)
+        for packet in stream.encode(None):
+            container.mux(packet)
+    for path in (ogg, m4a):
+        audio, rate = load_audio(path)
+        assert rate == ENGINE_RATE and audio.shape[0] >= 0.45 * ENGINE_RATE
+
+
+def test_bad_files_are_named_and_explained(tmp_path):
+    text = tmp_path / "notes.wav"
+    text.write_text("this is not audio")
+    truncated = tmp_path / "cut.wav"
+    soundfile.write(truncated, vowel(0.5), ENGINE_RATE)
+    truncated.write_bytes(truncated.read_bytes()[:30])
+    for path in (text, truncated, tmp_path / "missing.wav"):
+        with pytest.raises(AudioInputError, match=path.name):
+            FileSource(path)
+
+
+def test_stream_resampler_matches_the_signal():
+    for rate in (48000, 44100, 8000):
+        resampler = StreamResampler(rate, ENGINE_RATE)
+        t = np.arange(rate) / rate
+        tone = np.sin(2 * np.pi * 440 * t)
+        out = np.concatenate([resampler.push(tone[i:i + rate // 100]) for i in range(0, rate, rate // 100)])
+        expected = np.sin(2 * np.pi * 440 * np.arange(len(out)) / ENGINE_RATE)
+        assert len(out) > 0.99 * ENGINE_RATE
+        assert np.abs(out[200:] - expected[200:]).max() < 1e-3
+
+
+@needs_pulse
+def test_file_plays_on_the_speakers_and_the_clock_follows_playback(tmp_path):
+    path = tmp_path / "speech.wav"
+    soundfile.write(path, silence_vowel_silence(), ENGINE_RATE)
+    source = FileSource(path, play=True)
+    source.start()
+    try:
+        got = []
+        wait_until(lambda: got.append(source.read_available()[1]) or source.finished, what="playback to finish")
+        assert source.error is None
+        assert sum(len(g) for g in got) == len(source.audio)
+        assert source.clock.observations > 10
+    finally:
+        source.stop()
+
+
+@needs_pulse
+def test_text_source_speaks_and_exposes_phonemes():
+    source = TextSource("Bob met Pam")
+    assert [p.symbol for p in source.phonemes if p.symbol.strip("_'")]  # real phonemes
+    assert source.duration_s > 0.5
+    with pytest.raises(ValueError):
+        TextSource("   ")
+
+
+@needs_pulse
+def test_unknown_device_lists_the_available_inputs():
+    with pytest.raises(AudioDeviceError, match="available: .*pulse"):
+        MicrophoneSource("no-such-microphone")
+    with pytest.raises(AudioDeviceError, match="index 999"):
+        MicrophoneSource(999)
+
+
+@needs_pulse
+def test_microphone_records_from_the_null_source():
+    source = MicrophoneSource("pulse")
+    source.start()
+    try:
+        got = wait_until(lambda: len(source.read_available()[1]) > 0, what="microphone samples")
+        assert got and source.error is None and source.clock.ready
+    finally:
+        source.stop()
+
+
+@needs_pulse
+def test_a_stream_that_dies_is_reported_and_restart_recovers():
+    source = MicrophoneSource("pulse")
+    source.start()
+    try:
+        wait_until(lambda: len(source.read_available()[1]) > 0, what="samples before the failure")
+        source._stream.abort()  # what PortAudio does when the device goes away under it
+        wait_until(lambda: source.read_available() and source.error, what="the device loss to be reported")
+        assert "restart()" in source.status
+        assert source.read_available()[1].size == 0  # no exception, no audio
+        source.restart()
+        wait_until(lambda: len(source.read_available()[1]) > 0 and source.error is None, what="recovery")
+    finally:
+        source.stop()
+
+
+@needs_pulse
+def test_unloading_the_pulse_source_never_breaks_the_reader(monkeypatch):
+    def pactl(*args):
+        return subprocess.run(["pactl", *args], check=True, capture_output=True, text=True).stdout.strip()
+
+    module = pactl("load-module", "module-null-source", "source_name=c3_vanishing_mic")
+    monkeypatch.setenv("PULSE_SOURCE", "c3_vanishing_mic")
+    source = MicrophoneSource("pulse")
+    try:
+        source.start()
+        wait_until(lambda: len(source.read_available()[1]) > 0, what="samples before unplugging")
+        pactl("unload-module", module)
+        module = None
+        position = source.read_available()[0]
+        # PulseAudio may move the stream to another source (audio goes on) or drop it (an error is reported)
+        wait_until(lambda: source.error or source.read_available()[0] > position + ENGINE_RATE,
+                   what="either recovery by PulseAudio or a reported error")
+    finally:
+        source.stop()
+        if module is not None:
+            pactl("unload-module", module)
