@@ -1,0 +1,1 @@
+"""Qt layer: the main window, the viewport and the docks. May import render/ and studio/."""

@@ -1,0 +1,152 @@
+"""The headless commands behind `avatar-studio`: selftest, render, lipsync, bench.
+
+Each returns a process exit code: 0 success, 1 a check or job failed, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from importlib import metadata
+
+from studio.avatar.io import default_avatar_path, load_avatar
+from studio.avatar.model import AvatarFormatError, AvatarModel
+
+
+def _fail(message: str, code: int = 2) -> int:
+    print(f"avatar-studio: error: {message}", file=sys.stderr)
+    return code
+
+
+def _avatar(path: str | None) -> AvatarModel:
+    return load_avatar(path or default_avatar_path())
+
+
+def selftest_command(args: argparse.Namespace) -> int:
+    os.environ.setdefault("EGL_PLATFORM", "surfaceless")
+    try:
+        avatar = _avatar(args.avatar)
+    except AvatarFormatError as error:
+        return _fail(str(error))
+    from render.selftest import run_selftest
+
+    ok = run_selftest(avatar)
+    print("selftest: PASS" if ok else "selftest: FAIL")
+    return 0 if ok else 1
+
+
+def _speech_frames(args: argparse.Namespace):
+    """Frames and audio for `render`: a file, a typed line, or the idle animation."""
+    from studio.engine import offline
+
+    if args.audio:
+        from studio.engine.sources import load_audio
+
+        audio, rate = load_audio(args.audio)
+        return offline.analyze_audio(args.audio, fps=args.fps), (audio, rate)
+    if args.text is not None:
+        from studio.presets import persona_by_name
+
+        voice = persona_by_name("default").voice
+        clip, frames = offline.analyze_text(args.text, voice.name, voice.rate_wpm, voice.pitch, fps=args.fps)
+        return frames, (clip.audio, clip.sample_rate)
+    from studio.animation import IdleAnimator
+
+    animator = IdleAnimator()
+    count = max(1, round(args.duration * args.fps))
+    return [animator.frame_at(i / args.fps) for i in range(count)], None
+
+
+def render_command(args: argparse.Namespace) -> int:
+    os.environ.setdefault("EGL_PLATFORM", "surfaceless")
+    try:
+        avatar = _avatar(args.avatar)
+    except AvatarFormatError as error:
+        return _fail(str(error))
+    from studio.engine.sources import AudioInputError
+    from studio.speech.espeak import SpeechError
+
+    try:
+        frames, audio = _speech_frames(args)
+    except (AudioInputError, SpeechError) as error:
+        return _fail(str(error))
+    from render.video import render_video
+
+    started = time.perf_counter()
+    render_video(
+        frames, args.out, fps=args.fps, size=args.size, audio=audio, avatar=avatar,
+        background=args.background, camera=args.camera,
+    )
+    seconds = len(frames) / args.fps
+    print(f"wrote {args.out}: {len(frames)} frames, {seconds:.2f} s, in {time.perf_counter() - started:.1f} s")
+    return 0
+
+
+def lipsync_command(args: argparse.Namespace) -> int:
+    from studio.engine.offline import lipsync_command as lipsync
+
+    return lipsync(args.audio, args.out, args.fps)
+
+
+def _versions() -> dict[str, str]:
+    out = {"python": platform.python_version(), "avatar_studio": metadata.version("avatar-studio")}
+    for dist in ("numpy", "vispy", "PySide6-Essentials", "pyqtgraph", "onnxruntime", "onnxruntime-gpu", "av",
+                 "sounddevice", "espeakng-loader"):
+        try:
+            out[dist.replace("-", "_").lower()] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def _machine() -> dict[str, object]:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            cpu = next(line.split(":", 1)[1].strip() for line in info if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    import psutil
+
+    return {
+        "platform": platform.platform(),
+        "cpu": cpu,
+        "cpu_count": os.cpu_count(),
+        "memory_mb": round(psutil.virtual_memory().total / 2**20),
+    }
+
+
+def _bench_engine(avatar: AvatarModel, quick: bool) -> dict:
+    """Engine cost per hop, text→first lip frame, and speech→photon: a burst played into the
+    audio device, captured back, through the engine, rendered and read back from the GPU."""
+    from render.offscreen import OffscreenRenderer
+    from studio.engine import bench
+
+    figures = bench.bench_engine(seconds=3.0 if quick else 10.0)
+    figures.update(bench.text_to_first_lip_frame_ms(trials=2 if quick else 5))
+    with OffscreenRenderer(avatar, size=(640, 360)) as renderer:
+        photon = bench.speech_to_frame(present=renderer.render, trials=3 if quick else 10)
+    figures.update({key.replace("speech_to_frame", "speech_to_photon"): value for key, value in photon.items()})
+    return figures
+
+
+def bench_command(args: argparse.Namespace) -> int:
+    """Every figure in one JSON object, grouped by area, the unit in each key."""
+    os.environ.setdefault("EGL_PLATFORM", "surfaceless")
+    report: dict[str, object] = {"machine": _machine(), "versions": _versions()}
+    avatar = _avatar(None)
+
+    from render.bench import bench_render
+
+    report["render"] = bench_render(avatar, quick=args.quick)
+    report["engine"] = _bench_engine(avatar, quick=args.quick)
+    text = json.dumps(report, indent=2, sort_keys=False)
+    print(text)
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as out:
+            out.write(text + "\n")
+    return 0

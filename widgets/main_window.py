@@ -1,0 +1,535 @@
+"""The studio's main window: the avatar viewport, the inspector and latency docks, menus and status bar.
+
+A ~60 Hz presentation timer takes the newest FrameState (the engine's latest-frame slot when
+speech is running, the idle animation otherwise) and hands it to the viewport; it never
+waits on the engine. The window layout is saved on close and restored on start.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("PYQTGRAPH_QT_LIB", "PySide6")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import psutil  # noqa: E402
+from PySide6.QtCore import QByteArray, Qt, QTimer  # noqa: E402
+from PySide6.QtGui import QAction, QActionGroup, QColor, QKeySequence, QPalette  # noqa: E402
+from PySide6.QtWidgets import (  # noqa: E402
+    QApplication,
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QDockWidget,
+    QFileDialog,
+    QFormLayout,
+    QLabel,
+    QLineEdit,
+    QMainWindow,
+    QMessageBox,
+    QSpinBox,
+    QWidget,
+)
+
+import studio  # noqa: E402
+from studio.animation import IdleAnimator  # noqa: E402
+from studio.avatar.io import load_avatar, load_avatar_or_default  # noqa: E402
+from studio.avatar.model import AvatarFormatError, AvatarModel  # noqa: E402
+from studio.frame import FrameState  # noqa: E402
+from widgets.inspector import InspectorPanel, monospace_font  # noqa: E402
+from widgets.latency_dock import LatencyPanel  # noqa: E402
+from widgets.models import DEFAULT_LATENCY_TARGET_MS, EngineController, FpsMeter, InspectorModel, LatencyModel  # noqa: E402
+from widgets.settings import LayoutError, WindowLayout, default_layout_path, load_layout, save_layout  # noqa: E402
+from widgets.viewport import Viewport  # noqa: E402
+
+PRESENT_INTERVAL_MS = 16
+STATUS_INTERVAL_MS = 500
+TELEMETRY_INTERVAL_MS = 100
+DEFAULT_SIZE = (1440, 900)
+BACKGROUND_LABELS = {"studio": "Studio", "chroma": "Chroma green", "transparent": "Transparent"}
+ESPEAK_VOICES = ("en-us", "en-gb", "en-gb-scotland", "en-us+f3", "en-us+m3", "de", "fr-fr", "es")
+
+_STYLESHEET = """
+QMainWindow::separator { background: #2b2d31; width: 4px; height: 4px; }
+QDockWidget { color: #d7dae0; font-weight: 600; }
+QDockWidget::title { background: #26282c; padding: 5px 8px; border-bottom: 1px solid #34373c; }
+QLabel#sectionHeader { color: #8fb3ff; font-weight: 600; padding-top: 6px; padding-bottom: 2px; }
+QLabel#hint { color: #8b8f98; }
+QLabel#weightName { color: #c8ccd4; }
+QStatusBar { background: #1b1c1f; color: #c8ccd4; border-top: 1px solid #34373c; }
+QStatusBar QLabel { padding: 0 8px; color: #aeb3bc; }
+QMenuBar { background: #1f2023; color: #d7dae0; }
+QMenuBar::item:selected { background: #34373c; }
+QMenu { background: #25272b; color: #d7dae0; border: 1px solid #3a3d42; }
+QMenu::item:selected { background: #3d6fb4; }
+QScrollArea, QScrollArea > QWidget > QWidget { background: #202124; }
+"""
+
+
+def apply_studio_theme(app: QApplication) -> None:
+    """Dark studio look: Fusion style, a dark palette and a small stylesheet."""
+    app.setStyle("Fusion")
+    palette = QPalette()
+    colors = {
+        QPalette.ColorRole.Window: "#202124",
+        QPalette.ColorRole.WindowText: "#d7dae0",
+        QPalette.ColorRole.Base: "#1b1c1f",
+        QPalette.ColorRole.AlternateBase: "#26282c",
+        QPalette.ColorRole.ToolTipBase: "#2b2d31",
+        QPalette.ColorRole.ToolTipText: "#d7dae0",
+        QPalette.ColorRole.Text: "#d7dae0",
+        QPalette.ColorRole.Button: "#2b2d31",
+        QPalette.ColorRole.ButtonText: "#d7dae0",
+        QPalette.ColorRole.Highlight: "#3d6fb4",
+        QPalette.ColorRole.HighlightedText: "#ffffff",
+        QPalette.ColorRole.Link: "#8fb3ff",
+        QPalette.ColorRole.PlaceholderText: "#6b6f78",
+    }
+    for role, color in colors.items():
+        palette.setColor(role, QColor(color))
+    for role in (QPalette.ColorRole.WindowText, QPalette.ColorRole.Text, QPalette.ColorRole.ButtonText):
+        palette.setColor(QPalette.ColorGroup.Disabled, role, QColor("#6b6f78"))
+    app.setPalette(palette)
+    app.setStyleSheet(_STYLESHEET)
+
+
+class SpeakTextDialog(QDialog):
+    """A line of text and the voice, rate and pitch to speak it with."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Speak Text")
+        self.text = QLineEdit()
+        self.text.setPlaceholderText("Type a line for the avatar to say…")
+        self.text.setMinimumWidth(420)
+        self.voice = QComboBox()
+        self.voice.setEditable(True)
+        self.voice.addItems(ESPEAK_VOICES)
+        self.rate = QSpinBox()
+        self.rate.setRange(80, 450)
+        self.rate.setValue(165)
+        self.rate.setSuffix(" wpm")
+        self.pitch = QSpinBox()
+        self.pitch.setRange(0, 99)
+        self.pitch.setValue(50)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
+        buttons.button(QDialogButtonBox.StandardButton.Ok).setText("Speak")
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        form = QFormLayout(self)
+        form.addRow("Text", self.text)
+        form.addRow("Voice", self.voice)
+        form.addRow("Rate", self.rate)
+        form.addRow("Pitch", self.pitch)
+        form.addRow(buttons)
+
+
+class MainWindow(QMainWindow):
+    """Viewport in the centre, inspector on the right, latency graph at the bottom.
+
+    `show_dialogs=False` turns error boxes into status-bar messages only (tests, kiosk use);
+    every error is also kept in `last_error`. `persist_layout=False` neither restores nor saves
+    the window layout (screenshots, previews).
+    """
+
+    def __init__(
+        self,
+        avatar: AvatarModel,
+        engine: EngineController | None = None,
+        latency_target_ms: float = DEFAULT_LATENCY_TARGET_MS,
+        layout_path: Path | None = None,
+        show_dialogs: bool = True,
+        persist_layout: bool = True,
+    ) -> None:
+        super().__init__()
+        self.setWindowTitle(f"Avatar Studio {studio.__version__}")
+        self.setDockOptions(QMainWindow.DockOption.AnimatedDocks | QMainWindow.DockOption.AllowTabbedDocks)
+        self.show_dialogs = show_dialogs
+        self.last_error: str | None = None
+        self.layout_path = layout_path or default_layout_path()
+        self._layout_file_bad = False
+        self.engine = engine or EngineController()
+        self.idle = IdleAnimator()
+        self.fps_meter = FpsMeter()
+        self.inspector_model = InspectorModel()
+        self.latency_model = LatencyModel(target_ms=latency_target_ms)
+        self._clock_origin = time.monotonic()
+        self.current_frame: FrameState | None = None
+        self._message_boxes: list[QMessageBox] = []
+        self._process = psutil.Process()
+        self._process.cpu_percent(interval=None)
+
+        self.viewport = Viewport(avatar)
+        self.setCentralWidget(self.viewport)
+        self.viewport.drawn.connect(self._on_drawn)
+        self.inspector = InspectorPanel(self.inspector_model)
+        self.latency = LatencyPanel(self.latency_model)
+        self.inspector_dock = self._add_dock("Inspector", "inspectorDock", self.inspector, Qt.DockWidgetArea.RightDockWidgetArea)
+        self.latency_dock = self._add_dock("Latency", "latencyDock", self.latency, Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.resize(*DEFAULT_SIZE)
+        self.resizeDocks([self.inspector_dock], [340], Qt.Orientation.Horizontal)
+        self.resizeDocks([self.latency_dock], [250], Qt.Orientation.Vertical)
+        self._default_dock_state = self.saveState()
+
+        self._build_status_bar()
+        self._build_menus()
+        self.engine.state_changed.connect(self._on_engine_state)
+        self._update_avatar_label()
+        self._on_engine_state(self.engine.state)
+        self.persist_layout = persist_layout
+        if persist_layout:
+            self.restore_layout()
+
+        self.present_timer = self._start_timer(PRESENT_INTERVAL_MS, self.present, Qt.TimerType.PreciseTimer)
+        self.status_timer = self._start_timer(STATUS_INTERVAL_MS, self._update_status)
+        self.telemetry_timer = self._start_timer(TELEMETRY_INTERVAL_MS, self._update_telemetry)
+        self.present()
+
+    # --- construction -------------------------------------------------------------------------
+
+    def _add_dock(self, title: str, name: str, panel: QWidget, area: Qt.DockWidgetArea) -> QDockWidget:
+        dock = QDockWidget(title, self)
+        dock.setObjectName(name)
+        dock.setWidget(panel)
+        dock.setFeatures(
+            QDockWidget.DockWidgetFeature.DockWidgetClosable
+            | QDockWidget.DockWidgetFeature.DockWidgetMovable
+            | QDockWidget.DockWidgetFeature.DockWidgetFloatable
+        )
+        self.addDockWidget(area, dock)
+        return dock
+
+    def _start_timer(self, interval_ms: int, slot, kind: Qt.TimerType = Qt.TimerType.CoarseTimer) -> QTimer:
+        timer = QTimer(self)
+        timer.setTimerType(kind)
+        timer.setInterval(interval_ms)
+        timer.timeout.connect(slot)
+        timer.start()
+        return timer
+
+    def _build_status_bar(self) -> None:
+        mono = monospace_font()
+        self.fps_label = QLabel("— fps")
+        self.fps_label.setFont(mono)
+        self.fps_label.setMinimumWidth(80)
+        self.avatar_label = QLabel("")
+        self.source_label = QLabel("")
+        bar = self.statusBar()
+        bar.addPermanentWidget(self.source_label)
+        bar.addPermanentWidget(self.avatar_label)
+        bar.addPermanentWidget(self.fps_label)
+
+    def _action(self, menu, text: str, slot, shortcut: str | QKeySequence | None = None) -> QAction:
+        action = QAction(text, self)
+        if shortcut is not None:
+            action.setShortcut(QKeySequence(shortcut))
+        action.triggered.connect(slot)
+        menu.addAction(action)
+        return action
+
+    def _build_menus(self) -> None:
+        bar = self.menuBar()
+        file_menu = bar.addMenu("&File")
+        self._action(file_menu, "&Open Avatar…", self._choose_avatar, QKeySequence.StandardKey.Open)
+        file_menu.addSeparator()
+        self._action(file_menu, "&Quit", self.close, QKeySequence.StandardKey.Quit)
+
+        view_menu = bar.addMenu("&View")
+        self._action(view_menu, "Frame &Head", self.viewport.frame_head, "H")
+        self._action(view_menu, "Frame &Body", self.viewport.frame_body, "B")
+        background_menu = view_menu.addMenu("Back&ground")
+        self.background_actions: dict[str, QAction] = {}
+        group = QActionGroup(self)
+        group.setExclusive(True)
+        for mode, label in BACKGROUND_LABELS.items():
+            action = QAction(label, self, checkable=True)
+            action.setChecked(mode == self.viewport.background)
+            action.triggered.connect(lambda _checked=False, m=mode: self.set_background(m))
+            group.addAction(action)
+            background_menu.addAction(action)
+            self.background_actions[mode] = action
+        view_menu.addSeparator()
+        for dock in (self.inspector_dock, self.latency_dock):
+            view_menu.addAction(dock.toggleViewAction())
+        view_menu.addSeparator()
+        self._action(view_menu, "&Reset Layout", self.reset_layout)
+
+        speech_menu = bar.addMenu("&Speech")
+        self._action(speech_menu, "&Microphone", self.start_microphone, "Ctrl+M")
+        self._action(speech_menu, "Play Audio &File…", self._choose_audio_file, "Ctrl+Shift+O")
+        self._action(speech_menu, "Speak &Text…", self._ask_text, "Ctrl+T")
+        speech_menu.addSeparator()
+        self._action(speech_menu, "&Stop", self.stop_speech, "Esc")
+
+        help_menu = bar.addMenu("&Help")
+        self._action(help_menu, "&About Avatar Studio", self._about)
+
+    # --- presentation ---------------------------------------------------------------------------
+
+    def presentation_time_s(self) -> float:
+        return time.monotonic() - self._clock_origin
+
+    def present(self) -> None:
+        """Show the newest frame: the engine's if it has one for now, else the idle animation."""
+        state = self.engine.latest_frame()
+        self.present_frame(state if state is not None else self.idle.frame_at(self.presentation_time_s()))
+
+    def present_frame(self, state: FrameState) -> None:
+        self.current_frame = state
+        self.viewport.set_frame(state)
+        self.inspector_model.set_frame(state)
+
+    def _on_drawn(self, time_s: float, render_ms: float) -> None:
+        self.fps_meter.tick(time_s)
+        self.latency_model.add_render_time(time_s, render_ms)
+
+    def _update_status(self) -> None:
+        self.fps_label.setText(f"{self.fps_meter.fps():5.1f} fps")
+        self.engine.poll()
+
+    def _update_telemetry(self) -> None:
+        try:
+            snapshot = self.engine.telemetry_snapshot()
+        except Exception as error:  # noqa: BLE001 - a telemetry fault must not stop the graph
+            snapshot = None
+            self.statusBar().showMessage(f"Telemetry unavailable: {error}", 5000)
+        cpu_pct = None if snapshot is not None else self._process.cpu_percent(interval=None)
+        self.latency_model.update(time.monotonic(), snapshot, cpu_pct)
+
+    # --- avatar, background, speech ---------------------------------------------------------------
+
+    def open_avatar(self, path: str | os.PathLike) -> bool:
+        """Load an avatar file; on failure keep the current avatar and say which file and why."""
+        try:
+            model = load_avatar(path)
+            self.viewport.set_avatar(model)
+        except (AvatarFormatError, OSError, ValueError) as error:
+            self.report_error("Cannot open avatar", f"Could not open avatar {path}:\n{error}\n\nKeeping {self.avatar.name}.")
+            return False
+        self._update_avatar_label()
+        self.statusBar().showMessage(f"Opened avatar {model.name} from {path}", 5000)
+        return True
+
+    @property
+    def avatar(self) -> AvatarModel:
+        return self.viewport.avatar
+
+    def _update_avatar_label(self) -> None:
+        self.avatar_label.setText(f"Avatar: {self.avatar.name}")
+        self.avatar_label.setToolTip(self.avatar.source)
+
+    def set_background(self, mode: str) -> None:
+        self.viewport.set_background(mode)
+        self.background_actions[mode].setChecked(True)
+
+    def start_microphone(self) -> bool:
+        return self.engine.start_microphone()
+
+    def play_audio_file(self, path: str) -> bool:
+        return self.engine.play_file(path)
+
+    def speak_text(self, text: str, voice: str = "en-us", rate_wpm: int = 165, pitch: int = 50) -> bool:
+        return self.engine.speak_text(text, voice, rate_wpm, pitch)
+
+    def stop_speech(self) -> None:
+        self.engine.stop()
+
+    def _on_engine_state(self, state: str) -> None:
+        self.source_label.setText(f"Source: {state}")
+        if state.startswith("idle — "):
+            self.statusBar().showMessage(state[len("idle — "):], 8000)
+
+    # --- dialogs (thin: each calls a method above that tests drive directly) -----------------------
+
+    def _choose_avatar(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Open Avatar", "", "Avatar files (*.npz *.pkl);;All files (*)")
+        if path:
+            self.open_avatar(path)
+
+    def _choose_audio_file(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Play Audio File", "", "Audio (*.wav *.flac *.ogg *.mp3);;All files (*)")
+        if path:
+            self.play_audio_file(path)
+
+    def _ask_text(self) -> None:
+        dialog = SpeakTextDialog(self)
+        if dialog.exec() == QDialog.DialogCode.Accepted:
+            self.speak_text(dialog.text.text(), dialog.voice.currentText(), dialog.rate.value(), dialog.pitch.value())
+
+    def _about(self) -> None:
+        self._show_box(
+            QMessageBox.Icon.Information, "About Avatar Studio",
+            f"Avatar Studio {studio.__version__}\nLive, speech-driven 3D avatars on your own machine.",
+        )
+
+    def report_error(self, title: str, message: str) -> None:
+        """Status-bar message plus, when dialogs are on, a non-blocking message box."""
+        self.last_error = message
+        self.statusBar().showMessage(" ".join(message.split()), 15000)
+        self._show_box(QMessageBox.Icon.Warning, title, message)
+
+    def _show_box(self, icon: QMessageBox.Icon, title: str, text: str) -> None:
+        if not self.show_dialogs:
+            return
+        box = QMessageBox(icon, title, text, QMessageBox.StandardButton.Ok, self)
+        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        box.setWindowModality(Qt.WindowModality.NonModal)
+        box.finished.connect(lambda _result, b=box: self._message_boxes.remove(b) if b in self._message_boxes else None)
+        self._message_boxes.append(box)
+        box.show()
+
+    # --- layout persistence ---------------------------------------------------------------------------
+
+    def restore_layout(self) -> bool:
+        """Apply the saved layout; a bad file is reported and left alone until the next save."""
+        try:
+            layout = load_layout(self.layout_path)
+        except LayoutError as error:
+            self._layout_file_bad = True
+            self.statusBar().showMessage(f"Ignored the saved window layout: {error}", 15000)
+            return False
+        if layout is None:
+            return False
+        restored = self.restoreGeometry(QByteArray(layout.geometry)) and self.restoreState(QByteArray(layout.dock_state))
+        if not restored:
+            self._layout_file_bad = True
+            self.statusBar().showMessage(f"Ignored the saved window layout: {self.layout_path}: Qt could not apply it", 15000)
+            return False
+        background = layout.options.get("background")
+        if background in BACKGROUND_LABELS:
+            self.set_background(background)
+        return True
+
+    def save_layout(self) -> Path:
+        layout = WindowLayout(
+            bytes(self.saveGeometry().data()), bytes(self.saveState().data()), {"background": self.viewport.background}
+        )
+        path = save_layout(layout, self.layout_path, keep_bad_copy=self._layout_file_bad)
+        self._layout_file_bad = False
+        return path
+
+    def reset_layout(self) -> None:
+        for dock in (self.inspector_dock, self.latency_dock):
+            dock.setFloating(False)
+            dock.show()
+        self.restoreState(self._default_dock_state)
+        self.resize(*DEFAULT_SIZE)
+
+    def closeEvent(self, event) -> None:  # noqa: N802 - Qt override
+        for timer in (self.present_timer, self.status_timer, self.telemetry_timer):
+            timer.stop()
+        try:
+            if self.persist_layout:
+                self.save_layout()
+        except OSError as error:
+            print(f"avatar-studio: could not save the window layout to {self.layout_path}: {error}", file=sys.stderr)
+        self.engine.shutdown()
+        for box in list(self._message_boxes):
+            box.close()
+        super().closeEvent(event)
+
+
+def _load_preset(name: str | None):
+    """(preset or None, why the preset was not used or None)."""
+    if name is None:
+        return None, None
+    from studio.presets import PresetError, preset_by_name
+
+    try:
+        return preset_by_name(name), None
+    except PresetError as error:
+        return None, f"{error}; using the default latency target of {DEFAULT_LATENCY_TARGET_MS:.0f} ms"
+
+
+def _engine_factory(preset):
+    """Builds the engine with the preset's face-model variant (import deferred to first use)."""
+
+    def build():
+        from studio.engine.pipeline import Engine
+
+        return Engine(model_variant=preset.face_model_variant) if preset is not None else Engine()
+
+    return build
+
+
+def create_application(argv: list[str] | None = None) -> QApplication:
+    """The QApplication (existing or new), themed; call before building any window."""
+    app = QApplication.instance() or QApplication(argv if argv is not None else sys.argv[:1])
+    app.setApplicationName("Avatar Studio")
+    app.setOrganizationName("avatar-studio")
+    apply_studio_theme(app)
+    return app
+
+
+def run_gui(avatar_path: str | None, preset: str | None = None) -> int:
+    """Open the studio window and run until it closes; returns the process exit status."""
+    app = create_application()
+    try:
+        avatar, avatar_problem = load_avatar_or_default(avatar_path)
+    except AvatarFormatError as error:
+        print(f"avatar-studio: cannot load an avatar: {error}", file=sys.stderr)
+        return 2
+    loaded_preset, preset_problem = _load_preset(preset)
+    target_ms = loaded_preset.render.latency_target_ms if loaded_preset is not None else DEFAULT_LATENCY_TARGET_MS
+    window = MainWindow(avatar, engine=EngineController(_engine_factory(loaded_preset)), latency_target_ms=target_ms)
+    window.show()
+    for problem in (preset_problem, avatar_problem):
+        if problem:
+            window.report_error("Avatar Studio", problem)
+    return int(app.exec())
+
+
+def benchmark_gui(avatar: AvatarModel | None = None, seconds: float = 3.0) -> dict:
+    """Presentation rate and the GUI thread's per-refresh costs with the idle animation running."""
+    import numpy as np
+
+    app = create_application()
+    if avatar is None:
+        avatar, _problem = load_avatar_or_default(None)
+    window = MainWindow(avatar, engine=EngineController(), show_dialogs=False, persist_layout=False)
+    window.show()
+    render_ms: list[float] = []
+    window.viewport.drawn.connect(lambda _t, ms: render_ms.append(ms))
+    deadline = time.monotonic() + 0.5
+    while time.monotonic() < deadline:
+        app.processEvents()
+    render_ms.clear()
+    started, draws_before = time.monotonic(), window.viewport.draw_count
+    while time.monotonic() < started + seconds:
+        app.processEvents()
+        time.sleep(0.001)
+    elapsed = time.monotonic() - started
+    fps = (window.viewport.draw_count - draws_before) / elapsed
+
+    frames = [window.idle.frame_at(10.0 + i * 0.37) for i in range(20)]
+
+    def cost_ms(refresh) -> float:
+        total = 0.0
+        for frame in frames:
+            window.inspector_model.set_frame(frame)
+            window.latency_model.update(time.monotonic(), None, 0.0)
+            begin = time.perf_counter()
+            refresh()
+            total += time.perf_counter() - begin
+        return total * 1000.0 / len(frames)
+
+    window.present_timer.stop()
+    inspector_ms = cost_ms(window.inspector.refresh)
+    latency_ms = cost_ms(window.latency.refresh)
+    present_ms = cost_ms(lambda: window.present_frame(window.idle.frame_at(time.monotonic())))
+    width, height = window.viewport.canvas.size
+    window.close()
+    return {
+        "presented_fps": round(fps, 2),
+        "render_present_p50_ms": round(float(np.percentile(render_ms, 50)), 2) if render_ms else None,
+        "render_present_p95_ms": round(float(np.percentile(render_ms, 95)), 2) if render_ms else None,
+        "present_call_ms": round(present_ms, 3),
+        "inspector_refresh_ms": round(inspector_ms, 3),
+        "latency_refresh_ms": round(latency_ms, 3),
+        "viewport_width_px": int(width),
+        "viewport_height_px": int(height),
+        "avatar_vertices": avatar.num_vertices,
+    }

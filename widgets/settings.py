@@ -1,0 +1,96 @@
+"""Window layout persistence: geometry and dock state as JSON under the user's config folder.
+
+Not QSettings: one plain file the user can delete, written atomically, and a file that
+fails to load is left as it is (and kept aside as `.bad` on the next save) instead of being
+silently replaced.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from studio.paths import user_config_dir
+
+LAYOUT_SCHEMA_VERSION = 1
+LAYOUT_FILE_NAME = "window-layout.json"
+
+
+class LayoutError(ValueError):
+    """A layout file that cannot be used; the message names the file and the problem."""
+
+
+@dataclass
+class WindowLayout:
+    geometry: bytes
+    dock_state: bytes
+    options: dict = field(default_factory=dict)
+
+
+def default_layout_path() -> Path:
+    return user_config_dir() / LAYOUT_FILE_NAME
+
+
+def _decode(path: Path, payload: dict, key: str) -> bytes:
+    value = payload.get(key)
+    if not isinstance(value, str):
+        raise LayoutError(f"{path}: field {key!r} is {type(value).__name__}, expected a base64 string")
+    try:
+        return base64.b64decode(value.encode("ascii"), validate=True)
+    except (binascii.Error, UnicodeEncodeError) as error:
+        raise LayoutError(f"{path}: field {key!r} is not valid base64 ({error})") from None
+
+
+def load_layout(path: Path | None = None) -> WindowLayout | None:
+    """The saved layout, None when there is none yet; LayoutError when the file is unusable."""
+    path = path or default_layout_path()
+    if not path.exists():
+        return None
+    try:
+        payload = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise LayoutError(f"{path}: cannot be read as a layout file ({type(error).__name__}: {error})") from None
+    if not isinstance(payload, dict):
+        raise LayoutError(f"{path}: holds a JSON {type(payload).__name__}, expected an object")
+    version = payload.get("schema_version")
+    if version != LAYOUT_SCHEMA_VERSION:
+        raise LayoutError(f"{path}: schema_version is {version!r}; allowed: {LAYOUT_SCHEMA_VERSION}")
+    options = payload.get("options", {})
+    if not isinstance(options, dict):
+        raise LayoutError(f"{path}: field 'options' is {type(options).__name__}, expected an object")
+    return WindowLayout(_decode(path, payload, "geometry"), _decode(path, payload, "dock_state"), options)
+
+
+def save_layout(layout: WindowLayout, path: Path | None = None, keep_bad_copy: bool = False) -> Path:
+    """Write the layout atomically (temp file, fsync, rename); a failed write leaves the old file.
+
+    With `keep_bad_copy`, the file being replaced (one that failed to load) is first kept as
+    `<name>.bad` so the user can still look at it.
+    """
+    path = path or default_layout_path()
+    payload = {
+        "schema_version": LAYOUT_SCHEMA_VERSION,
+        "geometry": base64.b64encode(layout.geometry).decode("ascii"),
+        "dock_state": base64.b64encode(layout.dock_state).decode("ascii"),
+        "options": layout.options,
+    }
+    text = json.dumps(payload, indent=1, sort_keys=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as temp:
+            temp.write(text)
+            temp.flush()
+            os.fsync(temp.fileno())
+        if keep_bad_copy and path.exists():
+            os.replace(path, path.with_name(path.name + ".bad"))
+        os.replace(temp_name, path)
+    except BaseException:
+        Path(temp_name).unlink(missing_ok=True)
+        raise
+    return path

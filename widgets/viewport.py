@@ -1,0 +1,83 @@
+"""The central viewport: a vispy SceneCanvas inside the Qt window, showing one AvatarView.
+
+Also measures what presenting a frame costs on the GUI thread (state upload plus the GL
+draw), which the latency dock shows as the render/present stage.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import vispy
+from PySide6.QtWidgets import QVBoxLayout, QWidget
+from vispy import scene
+
+from render.scene import BACKGROUNDS, AvatarView
+from studio.avatar.model import AvatarModel
+from studio.frame import FrameState
+from widgets.models import Event
+
+vispy.use(app="pyside6")
+
+
+class Viewport(QWidget):
+    """Hosts the canvas; `set_frame` is cheap and the draw happens on Qt's next paint."""
+
+    def __init__(self, avatar: AvatarModel, background: str = "studio", parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.canvas = scene.SceneCanvas(app="pyside6", keys=None, show=False, bgcolor=(0.2, 0.21, 0.24, 1.0), parent=self)
+        self.view = AvatarView(self.canvas, avatar, background=background)
+        self.avatar = avatar
+        self.last_draw_ms = 0.0
+        self.draw_count = 0
+        self.drawn = Event()  # (monotonic time s, render/present ms) after every draw
+        self._upload_ms = 0.0
+        self._draw_started = 0.0
+        self.canvas.events.draw.connect(self._on_draw_start, position="first")
+        self.canvas.events.draw.connect(self._on_draw_end, position="last")
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.canvas.native)
+        self.canvas.native.setMinimumSize(320, 240)
+
+    def _on_draw_start(self, _event) -> None:
+        self._draw_started = time.perf_counter()
+
+    def _on_draw_end(self, _event) -> None:
+        self.last_draw_ms = (time.perf_counter() - self._draw_started) * 1000.0 + self._upload_ms
+        self.draw_count += 1
+        self.drawn.emit(time.monotonic(), self.last_draw_ms)
+
+    def set_frame(self, state: FrameState) -> None:
+        started = time.perf_counter()
+        self.view.set_frame(state)
+        self.canvas.update()
+        self._upload_ms = (time.perf_counter() - started) * 1000.0
+
+    def set_avatar(self, model: AvatarModel) -> None:
+        self.view.set_avatar(model)
+        self.avatar = model
+        self.canvas.update()
+
+    @property
+    def background(self) -> str:
+        return self.view.background
+
+    def set_background(self, mode: str) -> None:
+        if mode not in BACKGROUNDS:
+            raise ValueError(f"background {mode!r} is not known; allowed: {', '.join(BACKGROUNDS)}")
+        self.view.set_background(mode)
+
+    def frame_head(self) -> None:
+        self.view.frame_head()
+
+    def frame_body(self) -> None:
+        self.view.frame_body()
+
+    def render_image(self) -> np.ndarray:
+        """The viewport as an RGBA (H, W, 4) uint8 array, drawn now (offscreen read-back)."""
+        return self.canvas.render(alpha=True)
+
+    def close_canvas(self) -> None:
+        self.canvas.close()
