@@ -433,13 +433,11 @@ class MainWindow(QMainWindow):
 
 
 def _load_preset(name: str | None):
-    """(preset or None, why the preset was not used or None)."""
-    if name is None:
-        return None, None
-    from studio.presets import PresetError, preset_by_name
+    """(preset or None, why the preset was not used or None); no name means the default persona's preset."""
+    from studio.presets import PresetError, persona_by_name, preset_by_name
 
     try:
-        return preset_by_name(name), None
+        return preset_by_name(name or persona_by_name("default").default_preset), None
     except PresetError as error:
         return None, f"{error}; using the default latency target of {DEFAULT_LATENCY_TARGET_MS:.0f} ms"
 
