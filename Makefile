@@ -13,7 +13,7 @@ setup:
 	@scripts/setup.sh venv
 
 setup-dev:
-	@scripts/setup.sh system
+	@scripts/setup.sh system dev
 	@scripts/setup.sh venv dev,train
 
 run: setup
@@ -45,9 +45,7 @@ bundle: setup-dev
 	$(VENV)/bin/pyinstaller --noconfirm --clean --distpath dist --workpath build/pyinstaller packaging/avatar-studio.spec
 	@echo "Bundle: dist/avatar-studio/avatar-studio"
 
-model:
-	@scripts/setup.sh system train
-	@scripts/setup.sh venv dev,train
+model: setup-dev
 	$(PY) -m assets.model.train --out assets/models
 
 clean:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install what the studio needs on Debian/Ubuntu: system packages (only the missing ones),
 # then the virtual environment with the requested extras.
-# Usage: scripts/setup.sh system [train] | venv [EXTRAS]
+# Usage: scripts/setup.sh system [dev] | venv [EXTRAS]
+# `dev` adds the audio daemon for the tests and the festival voices the model trains on.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
@@ -10,8 +11,7 @@ PYTHON=${PYTHON:-python3}
 RUNTIME_PACKAGES="libegl1 libgl1 libgl1-mesa-dri libfontconfig1 libglib2.0-0 libdbus-1-3 libxkbcommon-x11-0
   libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-image0 libxcb-render-util0 libxcb-shape0 libxcb-xkb1
   libportaudio2 xvfb x11-utils"
-TEST_PACKAGES="pulseaudio pulseaudio-utils libasound2-plugins binutils"
-TRAIN_PACKAGES="festival festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts"
+TEST_PACKAGES="pulseaudio pulseaudio-utils libasound2-plugins binutils festival festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts"
 
 need_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
@@ -19,8 +19,8 @@ need_root() {
 }
 
 install_system() {
-  local wanted="$RUNTIME_PACKAGES $TEST_PACKAGES"
-  [ "${1:-}" = train ] && wanted="$wanted $TRAIN_PACKAGES"
+  local wanted="$RUNTIME_PACKAGES"
+  [ "${1:-}" = dev ] && wanted="$wanted $TEST_PACKAGES"
   local missing=()
   for pkg in $wanted; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
@@ -48,5 +48,5 @@ install_venv() {
 case "${1:-}" in
   system) install_system "${2:-}" ;;
   venv) install_venv "${2:-}" ;;
-  *) echo "usage: $0 system [train] | venv [EXTRAS]" >&2; exit 2 ;;
+  *) echo "usage: $0 system [dev] | venv [EXTRAS]" >&2; exit 2 ;;
 esac
