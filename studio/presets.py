@@ -162,6 +162,7 @@ def save_yaml(model: BaseModel, path: str | os.PathLike) -> None:
             out.write(text)
             out.flush()
             os.fsync(out.fileno())
+        os.chmod(temp, 0o644)
         os.replace(temp, path)
     except BaseException:
         Path(temp).unlink(missing_ok=True)

@@ -247,6 +247,7 @@ def save_avatar(model: AvatarModel, path: str | os.PathLike) -> None:
             temp.write(buffer.getvalue())
             temp.flush()
             os.fsync(temp.fileno())
+        os.chmod(temp_name, 0o644)
         os.replace(temp_name, path)
     except BaseException:
         Path(temp_name).unlink(missing_ok=True)

@@ -1,0 +1,1 @@
+"""Modules of the procedural default-avatar generator (assets/build_default_avatar.py)."""
