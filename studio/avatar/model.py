@@ -22,9 +22,9 @@ class AvatarFormatError(ValueError):
 
 @dataclass(frozen=True)
 class Material:
-    """Shading of one body part: base colour (linear RGB 0..1) and a Blinn-Phong highlight."""
+    """Shading of one body part: base colour (display sRGB 0..1) and a Blinn-Phong highlight."""
 
-    color: tuple[float, float, float]
+    color: tuple[float, float, float]  # display (sRGB) values 0..1; the renderer linearises them
     specular: float = 0.15
     shininess: float = 24.0
 
@@ -50,7 +50,7 @@ class AvatarModel:
     part_labels: np.ndarray | None = None  # (V,) uint8 index into part_names
     part_names: tuple[str, ...] = ("body",)
     materials: dict[str, Material] = field(default_factory=dict)
-    vertex_colors: np.ndarray | None = None  # (V, 3) float32, 0..1
+    vertex_colors: np.ndarray | None = None  # (V, 3) float32, display sRGB 0..1
     has_arkit_expressions: bool = True
     source: str = "<memory>"
 

@@ -1,0 +1,587 @@
+"""The avatar as a vispy visual: sparse CPU morph, GPU (or CPU) linear blend skinning, three-point lighting.
+
+Why this split (measured, see render/bench.py): only the face vertices move with the 52 ARKit shapes, so
+the morph and the normal update touch a small, contiguous prefix of the vertex buffers (vertices are
+reordered at `set_avatar` so that moving ones come first). Normals of that region are blended per shape
+(precomputed), a small matmul instead of recomputing face normals. Skinning moves everything, and the
+vertex shader does it from a 55×3 float texture of joint matrices, so a frame uploads the face prefix and
+2.6 kB of joints instead of the whole mesh. The CPU skinning path (`skinning="cpu"`) exists to measure
+the choice and as a fallback. Closed, outward-wound pieces are drawn with back faces culled.
+
+All per-frame work happens in `_prepare_draw`, so `set_state` at any rate costs only a reference swap
+and frames that are never drawn cost nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from vispy import gloo
+from vispy.scene.visuals import create_visual_node
+from vispy.visuals import Visual
+from vispy.visuals.transforms import ChainTransform, MatrixTransform, NullTransform, STTransform
+from vispy.visuals.transforms.base_transform import InverseTransform
+
+from studio.avatar.model import AvatarModel
+from studio.avatar.skeleton import NUM_JOINTS
+from studio.frame import FrameState
+
+SKINNING_PATHS = ("gpu", "cpu")
+SKIN_INFLUENCES = 4
+
+# Specular strength and shininess by part name, used where the avatar names no material.
+_DEFAULT_SHADING: dict[str, tuple[float, float]] = {
+    "skin": (0.18, 20.0),
+    "lips": (0.35, 36.0),
+    "eyes": (0.9, 160.0),
+    "eye": (0.9, 160.0),
+    "teeth": (0.45, 60.0),
+    "tongue": (0.35, 30.0),
+    "hair": (0.12, 14.0),
+    "brows": (0.05, 8.0),
+}
+_FALLBACK_SHADING = (0.08, 10.0)
+
+_VERTEX_SHADER = """
+attribute vec3 a_position;
+attribute vec3 a_normal;
+attribute vec3 a_color;
+attribute vec2 a_material;
+$skin_declarations
+varying vec3 v_position;
+varying vec3 v_normal;
+varying vec3 v_color;
+varying vec2 v_material;
+
+void main() {
+    vec3 position = a_position;
+    vec3 normal = a_normal;
+    $skin_body
+    v_position = position;
+    v_normal = normal;
+    v_color = a_color;
+    v_material = a_material;
+    gl_Position = $transform(vec4(position, 1.0));
+}
+"""
+
+_GPU_SKIN_DECLARATIONS = """
+attribute vec4 a_joints;
+attribute vec4 a_weights;
+uniform sampler2D u_joint_rows;  // 3 texels (rows of a 3x4 skinning matrix) per joint, one joint per line
+uniform float u_joint_count;
+
+vec4 joint_row(float joint, float row) {
+    return texture2D(u_joint_rows, vec2((row + 0.5) / 3.0, (joint + 0.5) / u_joint_count));
+}
+"""
+
+_GPU_SKIN_BODY = """
+    vec4 r0 = vec4(0.0);
+    vec4 r1 = vec4(0.0);
+    vec4 r2 = vec4(0.0);
+    for (int k = 0; k < 4; k++) {
+        float w = a_weights[k];
+        if (w > 0.0) {
+            float j = a_joints[k];
+            r0 += w * joint_row(j, 0.0);
+            r1 += w * joint_row(j, 1.0);
+            r2 += w * joint_row(j, 2.0);
+        }
+    }
+    vec4 p = vec4(a_position, 1.0);
+    position = vec3(dot(r0, p), dot(r1, p), dot(r2, p));
+    normal = vec3(dot(r0.xyz, a_normal), dot(r1.xyz, a_normal), dot(r2.xyz, a_normal));
+"""
+
+_FRAGMENT_SHADER = """
+varying vec3 v_position;
+varying vec3 v_normal;
+varying vec3 v_color;
+varying vec2 v_material;
+uniform vec3 u_eye;
+uniform vec3 u_up;
+uniform vec3 u_key_dir;
+uniform vec3 u_fill_dir;
+uniform vec3 u_rim_dir;
+
+void main() {
+    vec3 n = normalize(v_normal);
+    vec3 v = normalize(u_eye - v_position);
+    float facing = dot(n, v);
+    if (facing < 0.0) { n = -n; facing = -facing; }  // inner mouth, eyelid backs: light both sides
+    vec3 base = v_color;
+
+    float hemi = 0.5 + 0.5 * dot(n, u_up);
+    vec3 ambient = mix(vec3(0.10, 0.09, 0.09), vec3(0.26, 0.27, 0.30), hemi);
+    float key = max(dot(n, u_key_dir), 0.0);
+    float fill = max(dot(n, u_fill_dir), 0.0);
+    float rim = pow(1.0 - facing, 3.0) * max(dot(n, u_rim_dir) + 0.4, 0.0);
+
+    vec3 h = normalize(u_key_dir + v);
+    float highlight = pow(max(dot(n, h), 0.0), v_material.y) * v_material.x * step(0.0, key);
+    vec3 hf = normalize(u_fill_dir + v);
+    highlight += 0.35 * pow(max(dot(n, hf), 0.0), v_material.y) * v_material.x;
+
+    vec3 color = base * (ambient + key * vec3(1.05, 1.0, 0.95) + fill * vec3(0.30, 0.33, 0.40))
+               + rim * vec3(0.35, 0.37, 0.42) + highlight * vec3(1.0, 0.98, 0.95);
+    gl_FragColor = vec4(pow(clamp(color, 0.0, 1.0), vec3(1.0 / 2.2)), 1.0);
+}
+"""
+
+
+def rodrigues(axis_angles: np.ndarray) -> np.ndarray:
+    """Rotation matrices (N, 3, 3) from axis-angle vectors (N, 3)."""
+    angles = np.linalg.norm(axis_angles, axis=1)
+    safe = np.where(angles > 1e-8, angles, 1.0)
+    axes = axis_angles / safe[:, None]
+    x, y, z = axes[:, 0], axes[:, 1], axes[:, 2]
+    zeros = np.zeros_like(x)
+    k = np.stack([zeros, -z, y, z, zeros, -x, -y, x, zeros], axis=1).reshape(-1, 3, 3)
+    s = np.sin(angles)[:, None, None]
+    c = (1.0 - np.cos(angles))[:, None, None]
+    return np.eye(3, dtype=axis_angles.dtype)[None] + s * k + c * (k @ k)
+
+
+class Kinematics:
+    """Forward kinematics for one skeleton, batched per tree depth (a dozen small matmuls, not 55)."""
+
+    def __init__(self, parents: tuple[int, ...], rest_joints: np.ndarray) -> None:
+        self.parents = np.asarray(parents)
+        self.rest_joints = np.asarray(rest_joints, np.float64)
+        depth = np.zeros(len(parents), int)
+        for j in range(1, len(parents)):
+            depth[j] = depth[parents[j]] + 1
+        self.levels = [np.flatnonzero(depth == d) for d in range(1, depth.max() + 1)]
+        self._local = np.zeros((len(parents), 4, 4))
+        self._local[:, 3, 3] = 1.0
+        self._world = np.zeros_like(self._local)
+
+    def skinning_matrices(self, pose: np.ndarray, transl: np.ndarray, joints: np.ndarray | None = None) -> np.ndarray:
+        """(55, 4, 4) matrices mapping rest-space vertices to posed ones (SMPL-X lbs `A`, plus translation).
+
+        `joints` overrides the rest joints for models whose expressions move them (SMPL-X files).
+        """
+        rest = self.rest_joints if joints is None else joints
+        local = self._local
+        local[:, :3, :3] = rodrigues(np.asarray(pose, np.float64))
+        local[0, :3, 3] = rest[0]
+        local[1:, :3, 3] = rest[1:] - rest[self.parents[1:]]
+        world = self._world
+        world[0] = local[0]
+        for level in self.levels:
+            world[level] = world[self.parents[level]] @ local[level]
+        out = world.copy()
+        out[:, :3, 3] -= np.einsum("jab,jb->ja", world[:, :3, :3], rest)
+        out[:, :3, 3] += np.asarray(transl, np.float64)
+        return out
+
+
+@dataclass
+class _FrameCosts:
+    morph_ms: float = 0.0
+    normals_ms: float = 0.0
+    joints_ms: float = 0.0
+    cpu_skin_ms: float = 0.0
+    upload_ms: float = 0.0
+
+
+class AvatarMesh:
+    """CPU side of the avatar: reordered arrays, the sparse morph and normal update, CPU skinning."""
+
+    def __init__(self, model: AvatarModel, betas: np.ndarray | None = None) -> None:
+        self.model = model
+        rest = np.asarray(model.v_template, np.float64)
+        if betas is not None and model.num_betas:
+            b = np.zeros(model.num_betas)
+            given = np.asarray(betas, np.float64).ravel()[: model.num_betas]
+            b[: given.size] = given
+            rest = rest + np.asarray(model.shape_dirs, np.float64) @ b
+        joints = np.asarray(model.joint_regressor, np.float64) @ rest
+        faces = np.asarray(model.faces, np.int64)
+
+        expr = np.asarray(model.expr_dirs, np.float32)
+        moving = np.abs(expr).reshape(len(rest), -1).max(axis=1) > 1e-7
+        has_correctives = model.pose_dirs is not None and bool(np.any(model.pose_dirs))
+        if has_correctives:
+            moving |= np.abs(model.pose_dirs).reshape(len(rest), -1).max(axis=1) > 1e-7
+        face_touches = moving[faces].any(axis=1)
+        shading = np.zeros(len(rest), bool)
+        shading[faces[face_touches].ravel()] = True
+        shading |= moving
+        # Order: moving vertices, then the ones whose normals they bend, then the still rest.
+        order = np.concatenate([
+            np.flatnonzero(moving), np.flatnonzero(shading & ~moving), np.flatnonzero(~shading)
+        ])
+        inverse = np.empty_like(order)
+        inverse[order] = np.arange(len(order))
+        self.order = order
+        self.num_moving = int(moving.sum())
+        self.num_shading = int(shading.sum())
+        self.faces = inverse[faces].astype(np.uint32)
+
+        self.rest = rest[order].astype(np.float32)
+        self.positions = self.rest.copy()
+        self.normals = vertex_normals(self.positions, self.faces)
+        moving_dirs = expr[order[: self.num_moving]]  # (M, 3, 52)
+        self.morph_basis = np.ascontiguousarray(moving_dirs.reshape(self.num_moving * 3, expr.shape[2]))
+        self.pose_basis = None
+        if has_correctives:
+            pose_dirs = np.asarray(model.pose_dirs, np.float32)[order[: self.num_moving]]
+            self.pose_basis = np.ascontiguousarray(pose_dirs.reshape(self.num_moving * 3, pose_dirs.shape[2]))
+        self.morph_rest = self.rest[: self.num_moving].reshape(-1).copy()
+
+        # Faces whose normals feed the shading prefix, with corners outside it sent to a dump slot.
+        shading_faces = self.faces[(self.faces < self.num_shading).any(axis=1)].astype(np.int64)
+        self._shading_faces = shading_faces
+        self._shading_corners = np.where(shading_faces < self.num_shading, shading_faces, self.num_shading).ravel()
+        self.normal_rest = self.normals[: self.num_shading].reshape(-1).copy()
+        self.normal_basis = self._normal_basis(moving_dirs)
+        self.two_sided = _two_sided_faces(self.faces.astype(np.int64), self.rest.astype(np.float64))
+
+        self.kinematics = Kinematics(model.parents, joints)
+        joint_expr = np.einsum(
+            "jv,vck->jck", np.asarray(model.joint_regressor, np.float64)[:, moving], expr[moving].astype(np.float64)
+        )
+        self._joint_expr = joint_expr if np.abs(joint_expr).max(initial=0.0) > 1e-9 else None
+        weights = np.asarray(model.skin_weights, np.float32)[order]
+        top = np.argsort(-weights, axis=1)[:, :SKIN_INFLUENCES]
+        top_weights = np.take_along_axis(weights, top, axis=1)
+        top_weights /= np.maximum(top_weights.sum(axis=1, keepdims=True), 1e-8)
+        self.joint_indices = top.astype(np.float32)
+        self.joint_weights = top_weights.astype(np.float32)
+        self._top = top
+        # Avatar colours are display (sRGB) values, as picked by eye and stored by the default avatar's builder;
+        # lighting needs them linear, and the fragment shader encodes the lit result back to display gamma.
+        self.colors = np.power(np.clip(np.asarray(model.colors(), np.float32)[order], 0.0, 1.0), 2.2)
+        self.material = self._materials()[order]
+        self.costs = _FrameCosts()
+        self._arkit = np.zeros(expr.shape[2], np.float32)
+        self._pose_feature = None
+
+    def _materials(self) -> np.ndarray:
+        out = np.empty((self.model.num_vertices, 2), np.float32)
+        out[:] = _FALLBACK_SHADING
+        if self.model.part_labels is None:
+            out[:] = _DEFAULT_SHADING["skin"]
+            return out
+        for i, part in enumerate(self.model.part_names):
+            material = self.model.materials.get(part)
+            if material is not None:
+                value = (material.specular, material.shininess)
+            else:
+                value = _DEFAULT_SHADING.get(part.lower(), _FALLBACK_SHADING)
+            out[self.model.part_labels == i] = value
+        return out
+
+    def morph(self, arkit: np.ndarray, pose: np.ndarray | None = None) -> bool:
+        """Update the moving prefix of `positions` and the shading prefix of `normals`; False if unchanged."""
+        arkit = np.asarray(arkit, np.float32)
+        pose_feature = None
+        if self.pose_basis is not None and pose is not None:
+            rotations = rodrigues(np.asarray(pose[1:], np.float64))
+            pose_feature = (rotations - np.eye(3)).reshape(-1).astype(np.float32)
+        if np.array_equal(arkit, self._arkit) and (
+            pose_feature is None or np.array_equal(pose_feature, self._pose_feature)
+        ):
+            return False
+        start = time.perf_counter()
+        self._arkit = arkit.copy()
+        self._pose_feature = pose_feature
+        moved = self.morph_rest + self.morph_basis @ arkit
+        if pose_feature is not None:
+            moved += self.pose_basis @ pose_feature
+        self.positions[: self.num_moving] = moved.reshape(-1, 3)
+        mid = time.perf_counter()
+        normals = (self.normal_rest + self.normal_basis @ arkit).reshape(-1, 3)
+        normals /= np.maximum(np.linalg.norm(normals, axis=1, keepdims=True), 1e-12)
+        self.normals[: self.num_shading] = normals
+        end = time.perf_counter()
+        self.costs.morph_ms = (mid - start) * 1e3
+        self.costs.normals_ms = (end - mid) * 1e3
+        return True
+
+    def _normal_basis(self, moving_dirs: np.ndarray) -> np.ndarray:
+        """Per-shape change of the shading-region normals at full weight, (S*3, 52).
+
+        Blending normals linearly (then renormalising) costs one small matmul per frame instead of
+        recomputing face normals; exact for one shape at a time, close for mixes.
+        """
+        basis = np.zeros((self.num_shading * 3, moving_dirs.shape[2]), np.float32)
+        for k in np.flatnonzero(np.abs(moving_dirs).max(axis=(0, 1), initial=0.0) > 0):
+            positions = self.rest.copy()
+            positions[: self.num_moving] += moving_dirs[:, :, k]
+            basis[:, k] = (self._shading_normals(positions) - self.normals[: self.num_shading]).reshape(-1)
+        return basis
+
+    def _shading_normals(self, p: np.ndarray) -> np.ndarray:
+        """Exact smooth normals of the shading prefix for vertex positions p."""
+        f = self._shading_faces
+        face_normals = np.cross(p[f[:, 1]] - p[f[:, 0]], p[f[:, 2]] - p[f[:, 0]])
+        corner_normals = np.repeat(face_normals, 3, axis=0)
+        size = self.num_shading + 1
+        summed = np.stack(
+            [np.bincount(self._shading_corners, corner_normals[:, c], minlength=size)[:-1] for c in range(3)], axis=1
+        )
+        lengths = np.linalg.norm(summed, axis=1, keepdims=True)
+        return (summed / np.maximum(lengths, 1e-12)).astype(np.float32)
+
+    def joint_rows(self, pose: np.ndarray, transl: np.ndarray) -> np.ndarray:
+        """Skinning matrices as a (55, 3, 4) float32 array: the rows the shader reads."""
+        start = time.perf_counter()
+        joints = None
+        if self._joint_expr is not None:
+            joints = self.kinematics.rest_joints + self._joint_expr @ self._arkit.astype(np.float64)
+        rows = self.kinematics.skinning_matrices(pose, transl, joints)[:, :3, :].astype(np.float32)
+        self.costs.joints_ms = (time.perf_counter() - start) * 1e3
+        return rows
+
+    def skin_cpu(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Posed positions and normals (V, 3) from the current morphed mesh, the same maths as the shader."""
+        start = time.perf_counter()
+        blended = np.einsum("vk,vkab->vab", self.joint_weights, rows[self._top])
+        positions = np.einsum("vab,vb->va", blended[:, :, :3], self.positions) + blended[:, :, 3]
+        normals = np.einsum("vab,vb->va", blended[:, :, :3], self.normals)
+        self.costs.cpu_skin_ms = (time.perf_counter() - start) * 1e3
+        return positions.astype(np.float32), normals.astype(np.float32)
+
+    def posed_vertices(self, state: FrameState) -> np.ndarray:
+        """Posed vertices (V, 3) in the model's own vertex order, for projecting regions to the screen."""
+        self.morph(state.arkit, state.pose)
+        positions, _ = self.skin_cpu(self.joint_rows(state.pose, state.transl))
+        out = np.empty_like(positions)
+        out[self.order] = positions
+        return out
+
+
+def _two_sided_faces(faces: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """Faces (bool per face) that must be drawn from both sides.
+
+    Each connected piece of the mesh that bounds a solid with outward-facing triangles (closed with a
+    positive volume, or with small holes and its signed volume about its centre within 10% of the
+    unsigned one, like a head with a neck hole) is drawn with back faces culled: that saves about a quarter of the
+    software rasteriser's time. Inward-wound, inconsistently wound or sheet-like pieces keep both sides.
+    """
+    component = _face_components(faces, len(positions))
+    directed = faces[:, [0, 1, 1, 2, 2, 0]].reshape(-1, 2).astype(np.int64)
+    edges = np.sort(directed, axis=1)
+    _, inverse, counts = np.unique(edges[:, 0] * len(positions) + edges[:, 1], return_inverse=True, return_counts=True)
+    boundary = (counts[inverse] == 1).reshape(-1, 3)
+    edge_vectors = positions[directed[:, 1]] - positions[directed[:, 0]]
+    boundary_length = (np.linalg.norm(edge_vectors, axis=1).reshape(-1, 3) * boundary).sum(axis=1)
+    _, inverse, counts = np.unique(directed[:, 0] * len(positions) + directed[:, 1], return_inverse=True,
+                                   return_counts=True)
+    face_misoriented = (counts[inverse] > 1).reshape(-1, 3).any(axis=1)  # a neighbour winds the other way
+    two_sided = np.ones(len(faces), bool)
+    for piece in np.unique(component):
+        selected = component == piece
+        if face_misoriented[selected].any():
+            continue
+        tri = positions[faces[selected]]
+        centre = tri.reshape(-1, 3).mean(axis=0)
+        a, b, c = tri[:, 0] - centre, tri[:, 1] - centre, tri[:, 2] - centre
+        volumes = np.einsum("ij,ij->i", a, np.cross(b, c))
+        perimeter = float(boundary_length[selected].sum())
+        if perimeter > 0:
+            area = float(np.linalg.norm(np.cross(b - a, c - a), axis=1).sum()) / 2
+            small_holes = perimeter**2 < 2.0 * area  # a neck hole in a head, not a cap or a sheet
+            outward = small_holes and volumes.sum() >= 0.9 * np.abs(volumes).sum()
+        else:
+            outward = volumes.sum() > 0
+        two_sided[selected] = not outward
+    return two_sided
+
+
+def _face_components(faces: np.ndarray, vertex_count: int) -> np.ndarray:
+    """Connected-component label of each face (union-find by min-label hooking and pointer jumping)."""
+    parent = np.arange(vertex_count)
+    a = faces[:, [0, 1, 2]].ravel()
+    b = faces[:, [1, 2, 0]].ravel()
+    while True:
+        root_a, root_b = parent[a], parent[b]
+        differ = root_a != root_b
+        if not differ.any():
+            break
+        np.minimum.at(parent, np.maximum(root_a, root_b)[differ], np.minimum(root_a, root_b)[differ])
+        while True:
+            jumped = parent[parent]
+            if np.array_equal(jumped, parent):
+                break
+            parent = jumped
+    return parent[faces[:, 0]]
+
+
+def vertex_normals(positions: np.ndarray, faces: np.ndarray) -> np.ndarray:
+    """Area-weighted smooth vertex normals (V, 3) float32."""
+    f = faces.astype(np.int64)
+    face_normals = np.cross(positions[f[:, 1]] - positions[f[:, 0]], positions[f[:, 2]] - positions[f[:, 0]])
+    corners = f.ravel()
+    corner_normals = np.repeat(face_normals, 3, axis=0)
+    summed = np.stack([np.bincount(corners, corner_normals[:, c], minlength=len(positions)) for c in range(3)], 1)
+    return (summed / np.maximum(np.linalg.norm(summed, axis=1, keepdims=True), 1e-12)).astype(np.float32)
+
+
+class AvatarVisual(Visual):
+    """Draws one avatar, lit by a key, fill and rim light that follow the camera."""
+
+    def __init__(self, model: AvatarModel | None = None, skinning: str = "gpu") -> None:
+        if skinning not in SKINNING_PATHS:
+            raise ValueError(f"skinning={skinning!r}; allowed: {', '.join(SKINNING_PATHS)}")
+        self.skinning_path = skinning
+        vertex = _VERTEX_SHADER.replace("$skin_declarations", _GPU_SKIN_DECLARATIONS if skinning == "gpu" else "")
+        vertex = vertex.replace("$skin_body", _GPU_SKIN_BODY if skinning == "gpu" else "")
+        Visual.__init__(self, vcode=vertex, fcode=_FRAGMENT_SHADER)
+        self.set_gl_state("opaque", depth_test=True, cull_face=False)
+        self._draw_mode = "triangles"
+        self.mesh: AvatarMesh | None = None
+        self._state = FrameState()
+        self._dirty = False
+        self._positions: gloo.VertexBuffer | None = None
+        self._normals: gloo.VertexBuffer | None = None
+        self._joint_texture: gloo.Texture2D | None = None
+        self._light_signature = None
+        self._face_groups: list[tuple[gloo.IndexBuffer, bool]] = []
+        if model is not None:
+            self.set_avatar(model)
+
+    @property
+    def costs(self) -> _FrameCosts:
+        return self.mesh.costs if self.mesh is not None else _FrameCosts()
+
+    def set_avatar(self, model: AvatarModel, betas: np.ndarray | None = None) -> None:
+        """Replace the avatar (precomputes everything the per-frame path needs)."""
+        self.mesh = mesh = AvatarMesh(model, betas)
+        self._positions = gloo.VertexBuffer(mesh.positions)
+        self._normals = gloo.VertexBuffer(mesh.normals)
+        self._face_groups = [
+            (gloo.IndexBuffer(mesh.faces[selected]), cull)
+            for selected, cull in ((mesh.two_sided, False), (~mesh.two_sided, True))
+            if selected.any()
+        ]
+        program = self.shared_program
+        program["a_position"] = self._positions
+        program["a_normal"] = self._normals
+        program["a_color"] = gloo.VertexBuffer(mesh.colors)
+        program["a_material"] = gloo.VertexBuffer(mesh.material)
+        if self.skinning_path == "gpu":
+            program["a_joints"] = gloo.VertexBuffer(mesh.joint_indices)
+            program["a_weights"] = gloo.VertexBuffer(mesh.joint_weights)
+            self._joint_texture = gloo.Texture2D(
+                np.zeros((NUM_JOINTS, 3, 4), np.float32), internalformat="rgba32f", interpolation="nearest"
+            )
+            program["u_joint_rows"] = self._joint_texture
+            program["u_joint_count"] = float(NUM_JOINTS)
+        self._dirty = True
+        self.update()
+
+    def set_state(self, state: FrameState) -> None:
+        """Show this frame at the next draw (cheap: the work happens once per drawn frame)."""
+        self._state = state
+        self._dirty = True
+        self.update()
+
+    def update_geometry(self) -> None:
+        """Morph, pose and upload for the current state now (normally done by the draw)."""
+        if self.mesh is None or not self._dirty:
+            return
+        mesh = self.mesh
+        state = self._state
+        self._dirty = False
+        morphed = mesh.morph(state.arkit, state.pose)
+        rows = mesh.joint_rows(state.pose, state.transl)
+        if self.skinning_path == "gpu":
+            start = time.perf_counter()
+            if morphed:
+                self._positions.set_subdata(mesh.positions[: mesh.num_moving])
+                self._normals.set_subdata(mesh.normals[: mesh.num_shading])
+            self._joint_texture.set_data(rows)
+        else:
+            positions, normals = mesh.skin_cpu(rows)
+            start = time.perf_counter()
+            self._positions.set_data(positions)
+            self._normals.set_data(normals)
+        mesh.costs.upload_ms = (time.perf_counter() - start) * 1e3
+
+    def draw(self) -> None:
+        """Two draws: parts that need both sides, then closed outward parts with back faces culled."""
+        if not self.visible or self._prepare_draw(view=self) is False:
+            return
+        self._configure_gl_state()
+        for indices, cull in self._face_groups:
+            gloo.set_state(cull_face=cull)
+            self._program.draw("triangles", indices)
+        gloo.set_state(cull_face=False)
+
+    def _prepare_draw(self, view) -> bool:
+        if self.mesh is None:
+            return False
+        self.update_geometry()
+        self._set_lights(view)
+        return True
+
+    def _set_lights(self, view) -> None:
+        """Place the three lights relative to the current camera, in the visual's own coordinates."""
+        signature = _transform_signature(view.transforms.get_transform("visual", "render"))
+        if signature is not None and signature == self._light_signature:
+            return
+        self._light_signature = signature
+        to_visual = view.transforms.get_transform("render", "visual")
+        ndc = np.array([[0, 0, -1, 1], [0, 0, 1, 1], [0, 1, -1, 1], [1, 0, -1, 1], [0.5, 0, -1, 1], [0.5, 0, 1, 1]])
+        points = to_visual.map(ndc)
+        points = points[:, :3] / points[:, 3:4]
+        near, far, near_up, near_right, side_near, side_far = points
+        forward = _unit(far - near)
+        up = _unit(near_up - near)
+        right = _unit(near_right - near)
+        eye = _closest_point(near, forward, side_near, _unit(side_far - side_near))
+        program = self.shared_program
+        program["u_eye"] = eye
+        program["u_up"] = _unit(up - forward * np.dot(up, forward))
+        program["u_key_dir"] = _unit(-forward + 0.55 * up - 0.55 * right)  # above left of the camera
+        program["u_fill_dir"] = _unit(-forward - 0.15 * up + 0.8 * right)
+        program["u_rim_dir"] = _unit(forward + 0.6 * up + 0.3 * right)  # behind, above
+
+    def _prepare_transforms(self, view) -> None:
+        view.view_program.vert["transform"] = view.get_transform()
+
+    def _compute_bounds(self, axis: int, view) -> tuple[float, float] | None:
+        if self.mesh is None:
+            return None
+        column = self.mesh.rest[:, axis]
+        return float(column.min()), float(column.max())
+
+
+def _transform_signature(transform):
+    """A comparable value that changes whenever the transform does; None where it cannot tell."""
+    if isinstance(transform, ChainTransform):
+        parts = tuple(_transform_signature(t) for t in transform.transforms)
+        return None if None in parts else parts
+    if isinstance(transform, InverseTransform):
+        inner = _transform_signature(transform._inverse)
+        return None if inner is None else ("inverse", inner)
+    if isinstance(transform, NullTransform):
+        return "null"
+    if isinstance(transform, MatrixTransform):
+        return transform.matrix.tobytes()
+    if isinstance(transform, STTransform):
+        return transform.scale.tobytes() + transform.translate.tobytes()
+    return None
+
+
+def _unit(vector: np.ndarray) -> np.ndarray:
+    return (vector / max(float(np.linalg.norm(vector)), 1e-12)).astype(np.float32)
+
+
+def _closest_point(origin_a: np.ndarray, dir_a: np.ndarray, origin_b: np.ndarray, dir_b: np.ndarray) -> np.ndarray:
+    """Where two camera rays meet: the eye, for a perspective camera (far along the axis for orthographic)."""
+    cross = np.cross(dir_a, dir_b)
+    denom = float(np.dot(cross, cross))
+    if denom < 1e-12:
+        return (origin_a - dir_a * 1e3).astype(np.float32)
+    t = np.dot(np.cross(origin_b - origin_a, dir_b), cross) / denom
+    return (origin_a + t * dir_a).astype(np.float32)
+
+
+Avatar = create_visual_node(AvatarVisual)

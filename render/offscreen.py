@@ -1,0 +1,131 @@
+"""Rendering without a window: vispy's EGL backend on a surfaceless display (no X, no DISPLAY needed).
+
+vispy holds one application backend per process. When a GUI backend (Qt) is already in use we render
+through a hidden canvas of that backend instead of starting EGL beside it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+
+from studio.avatar.model import AvatarModel
+from studio.frame import FrameState
+
+_GL_DEPTH_COMPONENT24 = 0x81A6
+
+
+def _application():
+    """The vispy Application to render with: the one already in use, else EGL (surfaceless)."""
+    os.environ.setdefault("EGL_PLATFORM", "surfaceless")
+    import vispy.app
+    from vispy.app import _default_app
+
+    if _default_app.default_app is not None:
+        return _default_app.default_app
+    qt = sys.modules.get("PySide6.QtWidgets")
+    if qt is not None and qt.QApplication.instance() is not None:
+        return vispy.app.use_app("pyside6")
+    return vispy.app.use_app("egl")
+
+
+def _downsample(image: np.ndarray, factor: int) -> np.ndarray:
+    """Box-filter an RGBA image by `factor`, averaging colour by coverage so transparent edges stay clean.
+
+    Sums strided slices in integers: ten times faster than a float reshape-mean at 2560x1440.
+    """
+    height, width = image.shape[0] // factor, image.shape[1] // factor
+    blocks = image.reshape(height, factor, width, factor, 4)
+    parts = [blocks[:, i, :, j] for i in range(factor) for j in range(factor)]
+    count = factor * factor
+    if int(image[..., 3].min()) == 255:
+        total = sum(part.astype(np.uint16) for part in parts)
+        return ((total + count // 2) // count).astype(np.uint8)
+    alphas = [part[..., 3:4].astype(np.uint32) for part in parts]
+    alpha_sum = sum(alphas)
+    rgb = sum(part[..., :3].astype(np.uint32) * alpha for part, alpha in zip(parts, alphas))
+    rgb = (rgb + alpha_sum // 2) // np.maximum(alpha_sum, 1)
+    return np.concatenate([rgb, (alpha_sum + count // 2) // count], axis=-1).astype(np.uint8)
+
+
+class OffscreenRenderer:
+    """Renders FrameStates of one avatar to RGBA arrays (h, w, 4) uint8, top row first.
+
+    `supersample` renders at that many times the size and box-filters down: smooth edges for exports,
+    at roughly supersample² the raster cost.
+    """
+
+    def __init__(
+        self,
+        avatar: AvatarModel,
+        size: tuple[int, int] = (1280, 720),
+        background: str = "studio",
+        camera: str = "body",
+        skinning: str = "gpu",
+        supersample: int = 1,
+    ) -> None:
+        width, height = (int(v) for v in size)
+        if width < 16 or height < 16 or width > 8192 or height > 8192:
+            raise ValueError(f"render size {size!r} is out of range; width and height must be 16..8192 pixels")
+        if supersample not in (1, 2, 3, 4) or max(width, height) * supersample > 8192:
+            raise ValueError(f"supersample {supersample!r} is not allowed; use 1..4 with size x supersample <= 8192")
+        self.size = (width, height)
+        self.supersample = int(supersample)
+        app = _application()
+        from vispy import gloo, scene
+
+        from render.scene import AvatarView
+
+        self.canvas = scene.SceneCanvas(app=app, size=self.size, show=False, keys=None, dpi=96)
+        self.canvas.set_current()
+        self.view = AvatarView(self.canvas, avatar, background=background, camera=camera, skinning=skinning)
+        fbo_shape = (height * self.supersample, width * self.supersample)
+        self._fbo = gloo.FrameBuffer(
+            color=gloo.RenderBuffer(fbo_shape + (4,)), depth=gloo.RenderBuffer(fbo_shape, format=_GL_DEPTH_COMPONENT24)
+        )
+        self._closed = False
+
+    @property
+    def app_backend(self) -> str:
+        return self.canvas.app.backend_name
+
+    def render(self, state: FrameState | None = None) -> np.ndarray:
+        """Draw one frame and read it back."""
+        if self._closed:
+            raise RuntimeError("OffscreenRenderer is closed")
+        if state is not None:
+            self.view.set_frame(state)
+        canvas = self.canvas
+        canvas.set_current()
+        canvas.push_fbo(self._fbo, (0, 0), self.size)
+        if self.supersample > 1:
+            # push_fbo assumes the FBO has the canvas's size; map the canvas onto the larger FBO ourselves.
+            fbo_size = (self.size[0] * self.supersample, self.size[1] * self.supersample)
+            canvas.transforms.configure(viewport=(0, 0) + fbo_size, fbo_size=fbo_size, fbo_rect=(0, 0) + self.size)
+        try:
+            canvas.context.clear(color=canvas.bgcolor, depth=True)
+            canvas.draw_visual(canvas.scene)
+            image = self._fbo.read()
+        finally:
+            canvas.pop_fbo()
+        return image if self.supersample == 1 else _downsample(image, self.supersample)
+
+    def gl_renderer(self) -> str:
+        """GL_RENDERER of the context we draw with (e.g. 'llvmpipe (LLVM 15.0.6, 256 bits)')."""
+        from vispy import gloo
+
+        self.canvas.set_current()
+        return str(gloo.gl.glGetParameter(gloo.gl.GL_RENDERER))
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self.canvas.close()
+
+    def __enter__(self) -> OffscreenRenderer:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()

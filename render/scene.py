@@ -1,0 +1,233 @@
+"""The avatar viewport: one view on a caller's SceneCanvas, a turntable camera, and the backgrounds.
+
+The canvas comes from the caller (the Qt window passes app='pyside6', offscreen export app='egl'), so the
+same AvatarView draws on screen and into files.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from vispy import scene
+from vispy.visuals import Visual
+
+from render.avatar_visual import Avatar, AvatarMesh
+from studio.avatar.model import AvatarModel
+from studio.avatar.skeleton import JOINT_INDEX
+from studio.frame import FrameState
+
+_HEAD_JOINTS = tuple(JOINT_INDEX[name] for name in ("head", "jaw", "left_eye_smplhf", "right_eye_smplhf"))
+
+BACKGROUNDS = ("studio", "chroma", "transparent")
+CHROMA_GREEN = (0.0, 177 / 255, 64 / 255, 1.0)  # #00B140
+CAMERA_FRAMINGS = ("body", "head")
+_FRONT_AZIMUTH = 90.0  # turntable azimuth that puts the camera in front of a +z-facing avatar
+_FOV_DEG = 25.0
+_DEPTH_RANGE = 400.0  # far/near clip ratio: vispy's default 1e6 leaves 16-bit depth buffers z-fighting
+
+_GRADIENT_VERTEX = """
+attribute vec2 a_corner;
+varying vec2 v_uv;
+void main() {
+    v_uv = a_corner * 0.5 + 0.5;
+    gl_Position = vec4(a_corner, 0.0, 1.0);
+}
+"""
+
+_GRADIENT_FRAGMENT = """
+varying vec2 v_uv;
+uniform vec3 u_top;
+uniform vec3 u_bottom;
+void main() {
+    vec3 color = mix(u_bottom, u_top, smoothstep(0.0, 1.0, v_uv.y));
+    vec2 d = v_uv - vec2(0.5, 0.55);
+    color *= 1.0 - 0.35 * dot(d, d);  // gentle vignette
+    gl_FragColor = vec4(color, 1.0);
+}
+"""
+
+_SHADOW_VERTEX = """
+attribute vec2 a_corner;
+uniform vec3 u_center;
+uniform vec2 u_radius;
+varying vec2 v_local;
+void main() {
+    v_local = a_corner;
+    gl_Position = $transform(vec4(u_center + vec3(a_corner.x * u_radius.x, 0.0, a_corner.y * u_radius.y), 1.0));
+}
+"""
+
+_SHADOW_FRAGMENT = """
+varying vec2 v_local;
+void main() {
+    float r2 = dot(v_local, v_local);
+    gl_FragColor = vec4(0.0, 0.0, 0.0, 0.38 * (1.0 - smoothstep(0.0, 1.0, r2)));
+}
+"""
+
+_QUAD = np.array([[-1, -1], [1, -1], [-1, 1], [1, 1]], np.float32)
+
+
+class _GradientVisual(Visual):
+    """A full-screen vertical gradient drawn behind everything, without depth."""
+
+    def __init__(self) -> None:
+        Visual.__init__(self, vcode=_GRADIENT_VERTEX, fcode=_GRADIENT_FRAGMENT)
+        self.shared_program["a_corner"] = _QUAD
+        self.shared_program["u_top"] = (0.50, 0.53, 0.58)
+        self.shared_program["u_bottom"] = (0.20, 0.21, 0.24)
+        self.set_gl_state(depth_test=False, blend=False)
+        self._draw_mode = "triangle_strip"
+
+    def _prepare_transforms(self, view) -> None:
+        return None
+
+    def _compute_bounds(self, axis: int, view):
+        return None
+
+
+class _FloorShadowVisual(Visual):
+    """A soft dark ellipse on the floor under the avatar's root."""
+
+    def __init__(self) -> None:
+        Visual.__init__(self, vcode=_SHADOW_VERTEX, fcode=_SHADOW_FRAGMENT)
+        self.shared_program["a_corner"] = _QUAD
+        self.shared_program["u_center"] = (0.0, 0.002, 0.0)
+        self.shared_program["u_radius"] = (0.42, 0.3)
+        self.set_gl_state("translucent", depth_test=False)
+        self._draw_mode = "triangle_strip"
+
+    def set_center(self, x: float, z: float) -> None:
+        self.shared_program["u_center"] = (x, 0.002, z)
+
+    def _prepare_transforms(self, view) -> None:
+        view.view_program.vert["transform"] = view.get_transform()
+
+    def _compute_bounds(self, axis: int, view):
+        return None
+
+
+_Gradient = scene.visuals.create_visual_node(_GradientVisual)
+_FloorShadow = scene.visuals.create_visual_node(_FloorShadowVisual)
+
+
+class AvatarView:
+    """The avatar on a SceneCanvas, with camera framing and backgrounds."""
+
+    def __init__(
+        self,
+        canvas: scene.SceneCanvas,
+        avatar: AvatarModel | None = None,
+        background: str = "studio",
+        camera: str = "body",
+        skinning: str = "gpu",
+    ) -> None:
+        self.canvas = canvas
+        self.view = canvas.central_widget.add_view()
+        self.view.camera = scene.TurntableCamera(
+            up="+y", fov=_FOV_DEG, azimuth=_FRONT_AZIMUTH, elevation=0.0, distance=None
+        )
+        self.view.camera.depth_value = _DEPTH_RANGE
+        self.gradient = _Gradient(parent=self.view.scene)
+        self.gradient.order = -20
+        self.shadow = _FloorShadow(parent=self.view.scene)
+        self.shadow.order = -10
+        self.avatar = Avatar(skinning=skinning, parent=self.view.scene)
+        self.background = ""
+        self.framing = camera
+        self._state = FrameState()
+        self._betas: np.ndarray | None = None
+        self._cpu_mesh: AvatarMesh | None = None
+        self.set_background(background)
+        if avatar is not None:
+            self.set_avatar(avatar)
+        self._frame(camera)
+
+    @property
+    def camera(self) -> scene.TurntableCamera:
+        return self.view.camera
+
+    def set_avatar(self, model: AvatarModel, betas: np.ndarray | None = None) -> None:
+        self.avatar.set_avatar(model, betas)
+        self._betas = None if betas is None else np.array(betas, np.float32)
+        self._cpu_mesh = None
+        self._head_box = _head_box(model)
+        self._vertical_range = (float(model.v_template[:, 1].min()), float(model.v_template[:, 1].max()))
+        self._frame(self.framing)
+
+    def set_frame(self, state: FrameState) -> None:
+        """Show this FrameState at the next draw; cheap enough to call at display rate."""
+        self._state = state
+        self.avatar.set_state(state)
+        if self.background == "studio":
+            self.shadow.set_center(float(state.transl[0]), float(state.transl[2]))
+
+    def set_background(self, mode: str) -> None:
+        if mode not in BACKGROUNDS:
+            raise ValueError(f"background {mode!r} is not known; allowed: {', '.join(BACKGROUNDS)}")
+        self.background = mode
+        self.gradient.visible = mode == "studio"
+        self.shadow.visible = mode == "studio"
+        if mode == "chroma":
+            self.canvas.bgcolor = CHROMA_GREEN
+        elif mode == "transparent":
+            self.canvas.bgcolor = (0.0, 0.0, 0.0, 0.0)
+        else:
+            self.canvas.bgcolor = (0.2, 0.21, 0.24, 1.0)
+        self.canvas.update()
+
+    def frame_head(self) -> None:
+        """Put the head in the middle of the view, filling most of its height."""
+        self._frame("head")
+
+    def frame_body(self) -> None:
+        """Show the whole avatar, feet to hair."""
+        self._frame("body")
+
+    def _frame(self, framing: str) -> None:
+        if framing not in CAMERA_FRAMINGS:
+            raise ValueError(f"camera framing {framing!r} is not known; allowed: {', '.join(CAMERA_FRAMINGS)}")
+        self.framing = framing
+        if self.avatar.mesh is None:
+            return
+        camera = self.camera
+        camera.azimuth = _FRONT_AZIMUTH
+        camera.elevation = 0.0
+        if framing == "head":
+            low, high = self._head_box
+            camera.center = tuple(float(v) for v in (low + high) / 2)
+            camera.scale_factor = float(high[1] - low[1]) * 1.45
+        else:
+            low, high = self._vertical_range
+            camera.center = (0.0, (low + high) / 2, 0.0)
+            camera.scale_factor = (high - low) * 1.12
+        self.canvas.update()
+
+    def orbit(self, azimuth_deg: float, elevation_deg: float = 0.0) -> None:
+        """Turn the camera around the avatar by these angles (degrees)."""
+        self.camera.orbit(azimuth_deg, elevation_deg)
+
+    def zoom(self, factor: float) -> None:
+        """Zoom in (factor < 1) or out (factor > 1)."""
+        self.camera.scale_factor = self.camera.scale_factor * float(factor)
+
+    def project(self, points: np.ndarray) -> np.ndarray:
+        """Canvas pixel coordinates (N, 2), x right and y down, of avatar-space points (N, 3)."""
+        transform = self.avatar.get_transform("visual", "canvas")
+        mapped = transform.map(np.asarray(points, np.float64))
+        return mapped[:, :2] / mapped[:, 3:4]
+
+    def posed_vertices(self, state: FrameState | None = None) -> np.ndarray:
+        """Vertices (V, 3) as drawn for this state (the current one by default), computed on the CPU."""
+        mesh = self.avatar.mesh
+        if mesh is None:
+            raise RuntimeError("AvatarView has no avatar yet; call set_avatar first")
+        if self._cpu_mesh is None:
+            self._cpu_mesh = AvatarMesh(mesh.model, self._betas)
+        return self._cpu_mesh.posed_vertices(state or self._state)
+
+
+def _head_box(model: AvatarModel) -> tuple[np.ndarray, np.ndarray]:
+    """Rest-pose bounding box (low, high corners) of the vertices the head joints mostly carry."""
+    head = model.skin_weights[:, list(_HEAD_JOINTS)].sum(axis=1) > 0.5
+    points = model.v_template[head] if head.any() else model.v_template
+    return points.min(axis=0).astype(np.float64), points.max(axis=0).astype(np.float64)

@@ -1,0 +1,190 @@
+"""MP4 export: FrameStates rendered offscreen, H.264 video with AAC audio muxed in, written atomically.
+
+The file is written beside the target under a temporary name and renamed only when complete, so a
+failure midway (a bad frame, a full disk, a crash) never leaves a truncated MP4 at `out_path` and never
+destroys an earlier good file there.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+
+from studio.avatar.model import AvatarModel
+from studio.frame import FrameState
+
+_AUDIO_CHUNK = 1024  # AAC frame size
+
+
+def _check_audio(audio) -> tuple[np.ndarray, int] | None:
+    """Audio as (channels, samples) float32 and its rate, or a ValueError saying what is wrong."""
+    if audio is None:
+        return None
+    try:
+        samples, rate = audio
+    except (TypeError, ValueError):
+        raise ValueError("audio must be a (samples, sample_rate) pair or None") from None
+    samples = np.asarray(samples)
+    if samples.dtype.kind == "i":
+        samples = samples.astype(np.float32) / np.float32(np.iinfo(samples.dtype).max)
+    samples = samples.astype(np.float32)
+    if samples.ndim == 1:
+        samples = samples[None, :]
+    elif samples.ndim == 2 and samples.shape[1] in (1, 2) and samples.shape[0] > 2:
+        samples = samples.T
+    if samples.ndim != 2 or samples.shape[0] not in (1, 2):
+        raise ValueError(f"audio samples have shape {np.shape(audio[0])}; allowed: (n,), (n, 1) or (n, 2)")
+    if not isinstance(rate, (int, np.integer)) or not 8000 <= int(rate) <= 192000:
+        raise ValueError(f"audio sample_rate {rate!r} is not allowed; use an integer 8000..192000 Hz")
+    if not np.isfinite(samples).all():
+        raise ValueError("audio samples hold NaN or infinite values")
+    return np.ascontiguousarray(np.clip(samples, -1.0, 1.0)), int(rate)
+
+
+def render_video(
+    frames: Iterable[FrameState],
+    out_path: str | os.PathLike,
+    fps: float = 30.0,
+    size: tuple[int, int] = (1280, 720),
+    audio: tuple[np.ndarray, int] | None = None,
+    avatar: AvatarModel | None = None,
+    background: str = "studio",
+    camera: str = "body",
+    crf: int = 20,
+    supersample: int = 1,
+) -> dict:
+    """Render `frames` to an H.264 MP4 at `out_path` (AAC audio when given); returns what was written.
+
+    Frames are shown one per 1/fps second in the order given; audio starts with the first frame.
+    """
+    import av
+
+    out_path = Path(out_path)
+    width, height = (int(v) for v in size)
+    if width % 2 or height % 2:
+        raise ValueError(f"video size {size!r} must have even width and height (H.264 4:2:0)")
+    if not 1.0 <= float(fps) <= 240.0:
+        raise ValueError(f"fps {fps!r} is out of range; allowed 1..240")
+    if not out_path.parent.is_dir():
+        raise ValueError(f"cannot write {out_path}: folder {out_path.parent} does not exist")
+    checked_audio = _check_audio(audio)
+    if avatar is None:
+        from studio.avatar.io import default_avatar_path, load_avatar
+
+        avatar = load_avatar(default_avatar_path())
+
+    from render.offscreen import OffscreenRenderer
+
+    rate = Fraction(float(fps)).limit_denominator(1001)
+    partial = out_path.with_name(f".{out_path.name}.{os.getpid()}.partial")
+    frame_count = 0
+    try:
+        with OffscreenRenderer(
+            avatar, size=(width, height), background=background, camera=camera, supersample=supersample
+        ) as renderer:
+            container = av.open(str(partial), mode="w", format="mp4")
+            try:
+                video = container.add_stream("libx264", rate=rate)
+                video.width, video.height, video.pix_fmt = width, height, "yuv420p"
+                video.options = {"crf": str(int(crf)), "preset": "veryfast"}
+                audio_stream = None
+                audio_sent = 0
+                if checked_audio is not None:
+                    samples, sample_rate = checked_audio
+                    audio_stream = container.add_stream("aac", rate=sample_rate)
+                    audio_stream.layout = "mono" if samples.shape[0] == 1 else "stereo"
+
+                for state in frames:
+                    image = renderer.render(state)
+                    picture = av.VideoFrame.from_ndarray(np.ascontiguousarray(image[..., :3]), format="rgb24")
+                    picture.pts = frame_count
+                    picture.time_base = 1 / rate
+                    container.mux(video.encode(picture))
+                    frame_count += 1
+                    if audio_stream is not None:
+                        until = int(round(frame_count / rate * sample_rate))
+                        audio_sent = _send_audio(container, audio_stream, samples, sample_rate, audio_sent, until)
+                if frame_count == 0:
+                    raise ValueError("no frames to render: the frame iterable was empty")
+                if audio_stream is not None:
+                    _send_audio(container, audio_stream, samples, sample_rate, audio_sent, samples.shape[1])
+                    container.mux(audio_stream.encode(None))
+                container.mux(video.encode(None))
+            finally:
+                container.close()
+        os.replace(partial, out_path)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    return {
+        "path": str(out_path),
+        "frames": frame_count,
+        "fps": float(rate),
+        "duration_s": frame_count / float(rate),
+        "has_audio": checked_audio is not None,
+    }
+
+
+def _send_audio(container, stream, samples: np.ndarray, sample_rate: int, start: int, until: int) -> int:
+    """Encode samples[start:until] in AAC-sized chunks; returns the new position."""
+    import av
+
+    until = min(until, samples.shape[1])
+    layout = "mono" if samples.shape[0] == 1 else "stereo"
+    while start < until:
+        stop = min(start + _AUDIO_CHUNK, until)
+        chunk = av.AudioFrame.from_ndarray(np.ascontiguousarray(samples[:, start:stop]), format="fltp", layout=layout)
+        chunk.sample_rate = sample_rate
+        chunk.pts = start
+        chunk.time_base = Fraction(1, sample_rate)
+        container.mux(stream.encode(chunk))
+        start = stop
+    return start
+
+
+def probe_video(path: str | os.PathLike) -> dict:
+    """Decode a video back: frame count, rate, size, durations, and whether it carries audio.
+
+    Audio duration is the stream's own (AAC decoders add priming/padding samples that are not content).
+    """
+    import av
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no video at {path}")
+    try:
+        container = av.open(str(path))
+    except av.error.FFmpegError as error:
+        raise ValueError(f"{path} is not a readable video file ({error})") from None
+    with container:
+        if not container.streams.video:
+            raise ValueError(f"{path} holds no video stream")
+        video = container.streams.video[0]
+        audio = container.streams.audio[0] if container.streams.audio else None
+        frames = 0
+        decoded_samples = 0
+        streams = [video] + ([audio] if audio is not None else [])
+        for frame in container.decode(*streams):
+            if isinstance(frame, av.VideoFrame):
+                frames += 1
+            else:
+                decoded_samples += frame.samples
+        fps = float(video.average_rate or video.guessed_rate or 0.0)
+        audio_duration = None
+        if audio is not None:
+            audio_duration = decoded_samples / audio.rate
+            if audio.duration is not None and audio.time_base is not None:
+                audio_duration = min(audio_duration, float(audio.duration * audio.time_base))
+        return {
+            "frames": frames,
+            "fps": fps,
+            "width": video.codec_context.width,
+            "height": video.codec_context.height,
+            "duration_s": frames / fps if fps else 0.0,
+            "has_audio": audio is not None,
+            "audio_duration_s": audio_duration,
+        }
