@@ -142,7 +142,7 @@ def bench_command(args: argparse.Namespace) -> int:
 
     from render.bench import bench_render
 
-    report["render"] = bench_render(avatar, quick=args.quick)
+    report["render"] = bench_render(avatar, frames=20 if args.quick else 120)
     report["engine"] = _bench_engine(avatar, quick=args.quick)
     text = json.dumps(report, indent=2, sort_keys=False)
     print(text)
