@@ -1,0 +1,213 @@
+"""Held-out quality and per-hop cost of the exported face models (onnxruntime only, no torch).
+
+Quality is measured on voices and sentences the model never trained on (the corpus's
+held-out split), offline with the lookahead compensated, on the 10 ms grid:
+- viseme frame accuracy, overall and per OVR viseme class;
+- p/b/m closure recall: a closure interval (target viseme PP) counts as recalled when the
+  predicted mouth is closed (`studio.speech.visemes.lips_closed`) on some 60 fps display
+  frame within the interval widened by one 60 fps frame on each side;
+- false closures: share of frames whose target mouth is clearly open where the prediction
+  shuts the lips (keeps closure recall honest: always-closed lips would score 100 % recall);
+- silent mouth at rest: share of frames without voice where the predicted jaw and lips rest;
+- cost of one 10 ms hop (features + model step, one thread), median and p99.
+
+`evaluate_quality()` and `benchmark_face_model()` are what `avatar-studio bench` calls.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from studio.avatar.arkit import ARKIT_INDEX
+from studio.engine.face_model import FaceModel, default_model_path
+from studio.engine.features import LogMelExtractor
+
+DISPLAY_FPS = 60.0
+FEATURE_FPS = 100.0
+REST_JAW_OPEN_MAX = 0.12
+REST_MOUTH_SHAPES = ("mouthFunnel", "mouthPucker", "mouthStretchLeft", "mouthStretchRight",
+                     "mouthLowerDownLeft", "mouthLowerDownRight", "mouthUpperUpLeft", "mouthUpperUpRight",
+                     "mouthSmileLeft", "mouthSmileRight")
+REST_MOUTH_MAX = 0.2
+HELD_OUT_SEED = 90210
+
+
+def mouth_at_rest(arkit: np.ndarray) -> np.ndarray:
+    """(n, 52) -> (n,) bool: jaw nearly shut and no lip shape held."""
+    jaw = arkit[:, ARKIT_INDEX["jawOpen"]] <= REST_JAW_OPEN_MAX
+    lips = arkit[:, [ARKIT_INDEX[n] for n in REST_MOUTH_SHAPES]].max(1) <= REST_MOUTH_MAX
+    return jaw & lips
+
+
+def _runs(flags: np.ndarray) -> list[tuple[int, int]]:
+    """[start, stop) frame index ranges where flags is True."""
+    padded = np.concatenate([[False], flags, [False]]).astype(np.int8)
+    edges = np.flatnonzero(np.diff(padded))
+    return list(zip(edges[::2], edges[1::2]))
+
+
+def _at_display_times(arkit: np.ndarray, times_s: np.ndarray) -> np.ndarray:
+    """Linear interpolation of 100 fps outputs at 60 fps display instants."""
+    grid = np.arange(len(arkit)) / FEATURE_FPS
+    return np.stack([np.interp(times_s, grid, arkit[:, k]) for k in range(arkit.shape[1])], axis=1)
+
+
+def closure_hits(pred_arkit: np.ndarray, target_viseme: np.ndarray, closure: int) -> tuple[int, int]:
+    """(recalled closure intervals, all closure intervals) for one utterance."""
+    from studio.speech.visemes import lips_closed
+
+    hits = 0
+    intervals = _runs(target_viseme == closure)
+    for start, stop in intervals:
+        begin_s = start / FEATURE_FPS - 1 / DISPLAY_FPS
+        end_s = stop / FEATURE_FPS + 1 / DISPLAY_FPS
+        first = int(np.ceil(max(0.0, begin_s) * DISPLAY_FPS))
+        last = int(np.floor(min((len(pred_arkit) - 1) / FEATURE_FPS, end_s) * DISPLAY_FPS))
+        times = np.arange(first, last + 1) / DISPLAY_FPS
+        if times.size and any(bool(lips_closed(frame)) for frame in _at_display_times(pred_arkit, times)):
+            hits += 1
+    return hits, len(intervals)
+
+
+def quality_metrics(model: FaceModel, examples) -> dict:
+    """Held-out quality of one model over a list of train.Example."""
+    from studio.speech.visemes import LIPS_CLOSED_MAX_OPENNESS, VISEMES, lips_closed, mouth_openness
+
+    closure = list(VISEMES).index("PP")
+    n_classes = len(VISEMES)
+    correct = np.zeros(n_classes)
+    counts = np.zeros(n_classes)
+    closure_hit = closure_total = 0
+    silent_rest = silent_total = 0
+    mouth_error = []
+    vad_correct = vad_total = 0
+    open_closed = open_total = 0
+    for example in examples:
+        out = model.run_offline(example.features)
+        predicted = out.visemes.argmax(1)
+        np.add.at(counts, example.viseme, 1)
+        np.add.at(correct, example.viseme[predicted == example.viseme], 1)
+        hits, total = closure_hits(out.arkit, example.viseme, closure)
+        closure_hit += hits
+        closure_total += total
+        silent = (example.voice_active < 0.5) & (example.arkit.max(1) < 0.02)  # target itself at rest
+        silent_rest += int(mouth_at_rest(out.arkit[silent]).sum())
+        silent_total += int(silent.sum())
+        mouth = [ARKIT_INDEX["jawOpen"]] + [i for n, i in ARKIT_INDEX.items() if n.startswith("mouth")]
+        mouth_error.append(np.abs(out.arkit[:, mouth] - example.arkit[:, mouth]).mean())
+        target_open = mouth_openness(example.arkit) > 3 * LIPS_CLOSED_MAX_OPENNESS
+        open_closed += int(np.asarray(lips_closed(out.arkit[target_open])).sum())
+        open_total += int(target_open.sum())
+        vad_correct += int(((out.voice_activity >= 0.5) == (example.voice_active >= 0.5)).sum())
+        vad_total += len(example.voice_active)
+    per_class = {
+        f"viseme_{name}_frame_accuracy_pct": round(100 * correct[i] / counts[i], 1) if counts[i] else None
+        for i, name in enumerate(VISEMES)
+    }
+    return {
+        "held_out_utterances": len(examples),
+        "held_out_frames": int(counts.sum()),
+        "viseme_frame_accuracy_pct": round(100 * correct.sum() / max(1, counts.sum()), 2),
+        "viseme_balanced_accuracy_pct": round(100 * float(np.mean(correct[counts > 0] / counts[counts > 0])), 2),
+        "closure_intervals": closure_total,
+        "closure_recall_pct": round(100 * closure_hit / max(1, closure_total), 2),
+        "open_mouth_false_closure_pct": round(100 * open_closed / max(1, open_total), 2),
+        "silent_frames": silent_total,
+        "silent_mouth_at_rest_pct": round(100 * silent_rest / max(1, silent_total), 2),
+        "mouth_weight_mae": round(float(np.mean(mouth_error)), 4),
+        "voice_activity_frame_accuracy_pct": round(100 * vad_correct / max(1, vad_total), 2),
+        "per_class": per_class,
+    }
+
+
+def hop_cost(model: FaceModel, hops: int = 2000, seed: int = 0) -> dict:
+    """Wall time of one 10 ms hop: 160 new samples -> log-mel frame -> model step (median, p99)."""
+    rng = np.random.default_rng(seed)
+    audio = (0.1 * rng.standard_normal(160 * (hops + 100))).astype(np.float32)
+    extractor = LogMelExtractor()
+    model.reset()
+    times = []
+    for hop in range(hops + 100):
+        started = time.perf_counter()
+        model.step(extractor.push(audio[hop * 160 : (hop + 1) * 160]))
+        times.append(time.perf_counter() - started)
+    cost = np.array(times[100:]) * 1e3
+    return {"median_ms": round(float(np.median(cost)), 4), "p99_ms": round(float(np.percentile(cost, 99)), 4)}
+
+
+def held_out_examples(n: int = 40, seed: int = HELD_OUT_SEED):
+    from assets.model.train import build_examples
+
+    return build_examples(n, seed, held_out=True)
+
+
+def _model_paths(paths: dict | None) -> dict[str, Path]:
+    return {v: Path(p) for v, p in (paths or {v: default_model_path(v) for v in ("fp32", "int8")}).items()}
+
+
+def benchmark_face_model(paths: dict | None = None, hops: int = 2000) -> dict:
+    """Per-hop cost of each model variant on one CPU thread (ms)."""
+    result = {}
+    for variant, path in _model_paths(paths).items():
+        cost = hop_cost(FaceModel(variant, path=path, threads=1), hops)
+        result[f"hop_cost_{variant}_median_ms"] = cost["median_ms"]
+        result[f"hop_cost_{variant}_p99_ms"] = cost["p99_ms"]
+    return result
+
+
+def evaluate_quality(paths: dict | None = None, n_utterances: int = 40, examples=None) -> dict:
+    """Held-out quality per variant; fp32 figures unprefixed, the others prefixed with their variant."""
+    examples = examples if examples is not None else held_out_examples(n_utterances)
+    result = {}
+    for variant, path in _model_paths(paths).items():
+        metrics = quality_metrics(FaceModel(variant, path=path), examples)
+        if variant == "fp32":
+            result.update(metrics)
+        else:
+            result.update({f"{variant}_{k}": v for k, v in metrics.items() if k != "per_class"})
+    return result
+
+
+def _markdown(results: dict) -> str:
+    lines = ["# Face model report", "",
+             "Generated by `python -m assets.model.train`. Held-out voices and sentences, never trained on;",
+             "offline pass with lookahead compensated; hop cost = 160 samples -> log-mel -> model step, 1 thread.", "",
+             "| metric | value |", "| --- | --- |"]
+    for key, value in results.items():
+        if not isinstance(value, dict):
+            lines.append(f"| {key} | {value} |")
+    for section in ("per_class", "training"):
+        if isinstance(results.get(section), dict):
+            lines += ["", f"## {section.replace('_', ' ')}", "", "| key | value |", "| --- | --- |"]
+            lines += [f"| {k} | {v} |" for k, v in results[section].items()]
+    return "\n".join(lines) + "\n"
+
+
+def evaluate_and_report(paths: dict, report_md: Path, training: dict | None = None, tiny: bool = False) -> dict:
+    """Quality + cost for the given model files; writes report_md and the .json beside it."""
+    results = evaluate_quality(paths, n_utterances=6 if tiny else 60)
+    results.update(benchmark_face_model(paths, hops=300 if tiny else 3000))
+    if training:
+        results["training"] = training
+        results["train_s"] = training.get("train_s")
+    report_md = Path(report_md)
+    report_md.parent.mkdir(parents=True, exist_ok=True)
+    report_md.write_text(_markdown(results))
+    report_md.with_suffix(".json").write_text(json.dumps(results, indent=2) + "\n")
+    return results
+
+
+def main() -> None:
+    """Re-evaluate the shipped models, keeping the training section of an existing report."""
+    report = Path("docs/model_report.md")
+    previous = report.with_suffix(".json")
+    training = json.loads(previous.read_text()).get("training") if previous.is_file() else None
+    print(json.dumps(evaluate_and_report(_model_paths(None), report, training=training), indent=2))
+
+
+if __name__ == "__main__":
+    main()

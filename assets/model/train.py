@@ -1,0 +1,249 @@
+"""Train the audio -> face model from our own synthetic corpus, export ONNX, evaluate.
+
+One command rebuilds everything:
+
+    python -m assets.model.train --out assets/models            # full run, ~25 min on 2 cores
+    python -m assets.model.train --tiny --out /tmp/models        # CI smoke run, < 2 min
+
+The corpus comes from assets/model/corpus.py (espeak-ng / festival speech with exact phoneme
+timing, augmented). Loss: L1 on the 52 weights, mouth and jaw shapes weighted up and p/b/m
+closure frames weighted up again (lip closure was the weakest part in an earlier experiment),
+cross-entropy on the 15 visemes and BCE on voice activity.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from studio.avatar.arkit import ARKIT_NAMES
+from studio.engine.features import LogMelExtractor
+
+CROP_FRAMES = 300
+FEATURE_FPS = 100.0
+MOUTH_WEIGHT = 1.0
+OTHER_WEIGHT = 0.25
+CLOSURE_WEIGHT = 4.0
+
+
+@dataclass
+class Example:
+    features: np.ndarray  # (T, 80) float32
+    arkit: np.ndarray  # (T, 52) float32
+    viseme: np.ndarray  # (T,) int64
+    voice_active: np.ndarray  # (T,) float32
+
+
+@dataclass
+class TrainConfig:
+    n_train: int = 1800
+    n_augmented_copies: int = 1
+    minutes: float = 20.0
+    max_steps: int = 100_000
+    batch: int = 24
+    crop_frames: int = CROP_FRAMES
+    lr: float = 2e-3
+    seed: int = 7
+    channels: int = 96
+    lookahead: int = 3
+
+    @classmethod
+    def tiny(cls) -> TrainConfig:
+        return cls(n_train=12, n_augmented_copies=1, minutes=0.5, max_steps=30, batch=8, crop_frames=200)
+
+
+def mouth_weights() -> np.ndarray:
+    """Per-shape loss weight: the mouth and jaw carry lip-sync, the rest is secondary."""
+    return np.array(
+        [MOUTH_WEIGHT if name.startswith(("mouth", "jaw")) else OTHER_WEIGHT for name in ARKIT_NAMES], np.float32
+    )
+
+
+def closure_class() -> int:
+    from studio.speech.visemes import VISEMES
+
+    return list(VISEMES).index("PP")
+
+
+def utterance_to_example(audio: np.ndarray, targets, extractor: LogMelExtractor) -> Example:
+    """Features and targets on the same 10 ms grid (frame t <-> media time t * 10 ms)."""
+    if abs(float(getattr(targets, "fps", FEATURE_FPS)) - FEATURE_FPS) > 1e-6:
+        raise ValueError(f"corpus targets at {targets.fps} fps; the face model trains on {FEATURE_FPS} fps")
+    features = extractor.compute(audio)
+    n = min(len(features), len(targets.arkit))
+    return Example(
+        features=features[:n],
+        arkit=np.asarray(targets.arkit[:n], np.float32),
+        viseme=np.asarray(targets.viseme[:n], np.int64),
+        voice_active=np.asarray(targets.voice_active[:n], np.float32),
+    )
+
+
+def build_examples(n: int, seed: int, held_out: bool, augmented_copies: int = 0) -> list[Example]:
+    from assets.model import corpus
+
+    extractor = LogMelExtractor()
+    rng = np.random.default_rng(seed + 1)
+    examples = []
+    for utterance in corpus.synthesize_utterances(n, seed, voices=None, held_out=held_out):
+        examples.append(utterance_to_example(utterance.audio, utterance.targets, extractor))
+        for _ in range(augmented_copies):
+            noisy = np.asarray(corpus.augment(utterance.audio, rng), np.float32)
+            if len(noisy) == len(utterance.audio):
+                examples.append(utterance_to_example(noisy, utterance.targets, extractor))
+    return examples
+
+
+def feature_statistics(examples: list[Example]) -> tuple[np.ndarray, np.ndarray]:
+    stacked = np.concatenate([e.features for e in examples])
+    return stacked.mean(0), np.maximum(stacked.std(0), 1e-3)
+
+
+def sample_batch(examples: list[Example], batch: int, crop: int, rng: np.random.Generator):
+    """Random crops, zero-padded at the end; the mask marks real frames."""
+    import torch
+
+    feats = np.zeros((batch, crop, 80), np.float32)
+    arkit = np.zeros((batch, crop, 52), np.float32)
+    viseme = np.zeros((batch, crop), np.int64)
+    vad = np.zeros((batch, crop), np.float32)
+    mask = np.zeros((batch, crop), np.float32)
+    for row in range(batch):
+        example = examples[int(rng.integers(len(examples)))]
+        length = len(example.features)
+        start = int(rng.integers(0, max(1, length - crop + 1)))
+        stop = min(length, start + crop)
+        span = stop - start
+        feats[row, :span] = example.features[start:stop]
+        feats[row, span:] = example.features[stop - 1]
+        arkit[row, :span] = example.arkit[start:stop]
+        viseme[row, :span] = example.viseme[start:stop]
+        vad[row, :span] = example.voice_active[start:stop]
+        mask[row, :span] = 1.0
+    return tuple(torch.from_numpy(a) for a in (feats, arkit, viseme, vad, mask))
+
+
+def face_loss(net, batch, shape_weights, closure: int):
+    """Loss with outputs shifted by the lookahead: output at t + L is compared with target t."""
+    from torch.nn import functional as F
+
+    feats, arkit, viseme, vad, mask = batch
+    pred_arkit, viseme_logits, vad_logit = net(feats)
+    lag = net.lookahead
+    if lag:
+        pred_arkit, viseme_logits, vad_logit = pred_arkit[:, lag:], viseme_logits[:, lag:], vad_logit[:, lag:]
+        arkit, viseme, vad, mask = arkit[:, :-lag], viseme[:, :-lag], vad[:, :-lag], mask[:, :-lag]
+    frame_weight = mask * (1.0 + (CLOSURE_WEIGHT - 1.0) * (viseme == closure).float())
+    shape_error = (pred_arkit - arkit).abs() * shape_weights
+    shape_loss = (shape_error.sum(-1) * frame_weight).sum() / (frame_weight.sum() * shape_weights.sum())
+    ce = F.cross_entropy(viseme_logits.reshape(-1, viseme_logits.shape[-1]), viseme.reshape(-1), reduction="none")
+    viseme_loss = (ce * frame_weight.reshape(-1)).sum() / frame_weight.sum()
+    bce = F.binary_cross_entropy_with_logits(vad_logit, vad, reduction="none")
+    vad_loss = (bce * mask).sum() / mask.sum()
+    total = 4.0 * shape_loss + 0.5 * viseme_loss + 0.2 * vad_loss
+    parts = {"shape": shape_loss.item(), "viseme": viseme_loss.item(), "vad": vad_loss.item()}
+    return total, parts
+
+
+def train(config: TrainConfig, log=print):
+    """Train a FaceNet; returns (net, training summary dict)."""
+    import torch
+
+    from assets.model.net import FaceNet
+
+    torch.set_num_threads(2)
+    torch.manual_seed(config.seed)
+    started = time.perf_counter()
+    examples = build_examples(config.n_train, config.seed, held_out=False,
+                              augmented_copies=config.n_augmented_copies)
+    corpus_s = time.perf_counter() - started
+    total_frames = sum(len(e.features) for e in examples)
+    log(f"corpus: {len(examples)} examples, {total_frames / 100 / 60:.1f} min of audio, built in {corpus_s:.0f} s")
+    net = FaceNet(channels=config.channels, lookahead=config.lookahead)
+    mean, std = feature_statistics(examples)
+    net.feature_mean.copy_(torch.from_numpy(mean))
+    net.feature_std.copy_(torch.from_numpy(std))
+    shape_weights = torch.from_numpy(mouth_weights())
+    closure = closure_class()
+    optimizer = torch.optim.AdamW(net.parameters(), lr=config.lr, weight_decay=1e-4)
+    rng = np.random.default_rng(config.seed)
+    budget_s = config.minutes * 60
+    train_started = time.perf_counter()
+    step = 0
+    parts: dict[str, float] = {}
+    net.train()
+    while step < config.max_steps:
+        elapsed = time.perf_counter() - train_started
+        if elapsed > budget_s:
+            break
+        progress = min(1.0, max(elapsed / budget_s, step / config.max_steps))
+        lr = config.lr * (min(1.0, (step + 1) / 100) * 0.5 * (1 + math.cos(math.pi * progress)) + 0.02)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        loss, parts = face_loss(net, sample_batch(examples, config.batch, config.crop_frames, rng),
+                                shape_weights, closure)
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+        optimizer.step()
+        step += 1
+        if step % 50 == 0 or step == 1:
+            log(f"step {step} t={time.perf_counter() - train_started:.0f}s lr={lr:.2e} loss={loss.item():.4f} {parts}")
+    net.eval()
+    summary = {
+        "train_utterances": config.n_train,
+        "train_examples": len(examples),
+        "train_audio_min": round(total_frames / 100 / 60, 2),
+        "corpus_build_s": round(corpus_s, 1),
+        "train_steps": step,
+        "train_s": round(time.perf_counter() - train_started, 1),
+        "final_loss_parts": {k: round(v, 4) for k, v in parts.items()},
+        "parameters": sum(p.numel() for p in net.parameters()),
+        "receptive_field_ms": net.receptive_field_frames * 10,
+        "lookahead_ms": net.lookahead * 10,
+    }
+    return net, summary
+
+
+def save_checkpoint(net, config: TrainConfig, path: Path) -> None:
+    import torch
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"config": {"channels": config.channels, "lookahead": config.lookahead},
+                "state_dict": net.state_dict()}, path)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("assets/models"), help="where the .onnx files go")
+    parser.add_argument("--tiny", action="store_true", help="a few sentences and steps, for CI (< 2 min)")
+    parser.add_argument("--minutes", type=float, help="training time budget (default 20, tiny 0.5)")
+    parser.add_argument("--report", type=Path, help="model report path (.md; .json beside it); default docs/")
+    parser.add_argument("--checkpoint", type=Path, help="where the torch checkpoint goes (default build/)")
+    args = parser.parse_args(argv)
+    config = TrainConfig.tiny() if args.tiny else TrainConfig()
+    if args.minutes is not None:
+        config.minutes = args.minutes
+    started = time.perf_counter()
+    net, summary = train(config)
+    checkpoint = args.checkpoint or Path("build/face_model") / ("face_tiny.pt" if args.tiny else "face.pt")
+    save_checkpoint(net, config, checkpoint)
+
+    from assets.model.evaluate import evaluate_and_report
+    from assets.model.export import export_all
+
+    paths = export_all(net, args.out)
+    summary["total_pipeline_s"] = round(time.perf_counter() - started, 1)
+    report = args.report or (Path(args.out) / "model_report.md" if args.tiny else Path("docs/model_report.md"))
+    results = evaluate_and_report(paths, report, training=summary, tiny=args.tiny)
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()

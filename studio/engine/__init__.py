@@ -1,0 +1,1 @@
+"""Runtime engine: streaming features, face model and the pipeline around them."""
