@@ -18,7 +18,7 @@ start() {
   chmod 700 "$STATE/runtime"
   if ! { [ -f "$STATE/xvfb.pid" ] && kill -0 "$(cat "$STATE/xvfb.pid")" 2>/dev/null; }; then
     rm -f "/tmp/.X${DISPLAY_NUM#:}-lock"
-    Xvfb "$DISPLAY_NUM" -screen 0 1600x1000x24 -nolisten tcp +extension GLX >"$STATE/xvfb.log" 2>&1 &
+    Xvfb "$DISPLAY_NUM" -screen 0 1600x1000x24 -nolisten tcp +extension GLX </dev/null >"$STATE/xvfb.log" 2>&1 &
     echo $! >"$STATE/xvfb.pid"
     for _ in $(seq 50); do xdpyinfo -display "$DISPLAY_NUM" >/dev/null 2>&1 && break; sleep 0.1; done
     xdpyinfo -display "$DISPLAY_NUM" >/dev/null 2>&1 || { echo "Xvfb did not start; see $STATE/xvfb.log" >&2; exit 1; }
@@ -32,14 +32,14 @@ set-default-sink vsink
 set-default-source vmic
 PA
     HOME="$STATE/home" XDG_RUNTIME_DIR="$STATE/runtime" pulseaudio -n -F "$STATE/minimal.pa" \
-      --daemonize=yes --exit-idle-time=-1 --disallow-exit --use-pid-file=yes --log-target=file:"$STATE/pulse.log"
+      --daemonize=yes --exit-idle-time=-1 --disallow-exit --use-pid-file=yes --log-target=file:"$STATE/pulse.log" </dev/null >/dev/null 2>&1
     for _ in $(seq 50); do
       PULSE_SERVER="unix:$STATE/pulse/native" pactl info >/dev/null 2>&1 && break; sleep 0.1
     done
     PULSE_SERVER="unix:$STATE/pulse/native" pactl info >/dev/null 2>&1 || { echo "PulseAudio did not start; see $STATE/pulse.log" >&2; exit 1; }
     pgrep -n -f "pulseaudio -n -F $STATE/minimal.pa" >"$STATE/pulse.pid"
     # A null sink stalls an output stream for ~2 s unless something keeps it busy.
-    PULSE_SERVER="unix:$STATE/pulse/native" pacat --playback --latency-msec=20 -d vsink --raw /dev/zero &
+    PULSE_SERVER="unix:$STATE/pulse/native" pacat --playback --latency-msec=20 -d vsink --raw /dev/zero </dev/null >/dev/null 2>&1 &
     echo $! >"$STATE/pacat.pid"
   fi
 }

@@ -134,6 +134,76 @@ def _bench_engine(avatar: AvatarModel, quick: bool) -> dict:
     return figures
 
 
+def _model_quality(quick: bool) -> dict:
+    """Held-out quality and per-hop cost of the shipped face models.
+
+    Re-measured when the training scripts are at hand (a checkout: they synthesize held-out
+    voices and sentences the models never heard); a bundle reports the committed figures.
+    """
+    from studio.paths import asset_path
+
+    checkout = asset_path().parent
+    if (checkout / "assets" / "model" / "evaluate.py").is_file():
+        if str(checkout) not in sys.path:
+            sys.path.insert(0, str(checkout))
+        from assets.model.evaluate import benchmark_face_model, evaluate_quality
+
+        figures = {"source": "measured now on held-out voices and sentences"}
+        figures.update(benchmark_face_model(hops=500 if quick else 3000))
+        quality = evaluate_quality(n_utterances=10 if quick else 40)
+        quality.pop("per_class", None)
+        figures.update(quality)
+        return figures
+    report = checkout / "docs" / "model_report.json"
+    if report.is_file():
+        figures = json.loads(report.read_text(encoding="utf-8"))
+        figures["source"] = "docs/model_report.json (measured at training time)"
+        return figures
+    return {"source": "unavailable: no training scripts and no committed report"}
+
+
+def _gpu() -> dict:
+    """The face model on onnxruntime's CUDA provider, where an NVIDIA GPU makes it usable."""
+    import numpy as np
+
+    from studio.engine.face_model import FaceModel
+
+    model = FaceModel("fp32", providers=["CUDAExecutionProvider", "CPUExecutionProvider"])
+    figures: dict[str, object] = {"providers": list(model.providers)}
+    if "CUDAExecutionProvider" not in model.providers:
+        figures["note"] = "no usable NVIDIA GPU / CUDA provider here: GPU figures not measured"
+        return figures
+    features = np.zeros((1, 80), np.float32)
+    for _ in range(50):
+        model.step(features)
+    costs = []
+    for _ in range(1000):
+        started = time.perf_counter()
+        model.step(features)
+        costs.append((time.perf_counter() - started) * 1000.0)
+    figures.update({"cuda_hop_median_ms": float(np.median(costs)), "cuda_hop_p99_ms": float(np.percentile(costs, 99))})
+    return figures
+
+
+def _gui(quick: bool) -> dict:
+    """The studio window's presentation rate and GUI-thread costs, in its own process (Qt and EGL
+    cannot share one vispy application)."""
+    if not os.environ.get("DISPLAY"):
+        return {"note": "no DISPLAY: GUI figures not measured (make bench provides a virtual one)"}
+    import subprocess
+
+    code = (
+        "import json\n"
+        "from widgets.main_window import benchmark_gui\n"
+        f"print('GUI-BENCH ' + json.dumps(benchmark_gui(seconds={1.5 if quick else 5.0})))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    for line in result.stdout.splitlines():
+        if line.startswith("GUI-BENCH "):
+            return json.loads(line[len("GUI-BENCH "):])
+    return {"error": (result.stderr.strip().splitlines() or ["no output"])[-1]}
+
+
 def bench_command(args: argparse.Namespace) -> int:
     """Every figure in one JSON object, grouped by area, the unit in each key."""
     os.environ.setdefault("EGL_PLATFORM", "surfaceless")
@@ -144,6 +214,9 @@ def bench_command(args: argparse.Namespace) -> int:
 
     report["render"] = bench_render(avatar, frames=20 if args.quick else 120)
     report["engine"] = _bench_engine(avatar, quick=args.quick)
+    report["face_model"] = _model_quality(args.quick)
+    report["gui"] = _gui(args.quick)
+    report["gpu"] = _gpu()
     text = json.dumps(report, indent=2, sort_keys=False)
     print(text)
     if args.out:
