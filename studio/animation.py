@@ -14,8 +14,8 @@ from studio.avatar.arkit import NUM_ARKIT
 from studio.engine.motion import IdleMotion, MotionStyle, compose_motion
 from studio.frame import FrameState
 
-_NO_SPEECH_HEAD = np.zeros(3)
-_NO_GESTURE = np.zeros(2)
+_NO_SPEECH_HEAD = (0.0, 0.0, 0.0)
+_NO_GESTURE = (0.0, 0.0)
 
 
 class IdleAnimator:

@@ -16,9 +16,19 @@ import numpy as np
 
 from studio.avatar.arkit import ARKIT_NAMES, NUM_ARKIT
 from studio.engine.features import LogMelExtractor, resample
-from studio.engine.motion import AUDIBLE_DB, HOP_S, MotionGenerator, MotionStyle, Prosody, ProsodyTracker, _Spring
+from studio.engine.motion import (
+    AUDIBLE_DB,
+    HOP_S,
+    SILENCE,
+    MotionGenerator,
+    MotionStyle,
+    MouthGate,
+    Prosody,
+    ProsodyTracker,
+    lay_eyes,
+)
 from studio.engine.pipeline import MOUTH_CHANNELS
-from studio.engine.sources import ENGINE_RATE, AudioInputError, load_audio
+from studio.engine.sources import ENGINE_RATE, AudioInputError, load_audio, resample_clip, trim_leading_silence
 from studio.frame import FrameState
 
 
@@ -50,45 +60,53 @@ def _gated_motion(arkit_hops: np.ndarray, voice_hops: np.ndarray, prosodies: lis
                   gate_mouth: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per-hop face with the silence gate, motion laid over it: (arkit, pose, transl, voice)."""
     motion = MotionGenerator(style)
-    gate = _Spring(40.0)
+    gate = MouthGate(opened=not gate_mouth)
     n = len(arkit_hops)
-    arkit_out = np.zeros((n, NUM_ARKIT), np.float32)
+    levels = np.array([p.level_db for p in prosodies] + [-np.inf] * (MouthGate.LOOK_AHEAD + 1))
+    loud = levels > AUDIBLE_DB
+    audible = np.zeros(n, bool)
+    for k in range(-MouthGate.LOOK_BEHIND, MouthGate.LOOK_AHEAD + 1):  # any audible hop nearby
+        audible[max(0, -k):] |= loud[max(0, k):max(0, k) + n - max(0, -k)]
+    gates = np.ones(n, np.float32)
     poses = np.zeros((n, 55, 3), np.float32)
     transl = np.zeros((n, 3), np.float32)
-    voice_out = np.zeros(n, np.float32)
-    for i in range(n):
-        prosody = prosodies[i] if i < len(prosodies) else Prosody()
-        audible = any(prosodies[k].level_db > AUDIBLE_DB for k in range(max(0, i - 1), min(len(prosodies), i + 3)))
-        g = float(np.clip(gate.step(1.0 if audible or not gate_mouth else 0.0, HOP_S)[0], 0.0, 1.0))
-        arkit = np.clip(arkit_hops[i], 0.0, 1.0).astype(np.float32)
-        arkit[MOUTH_CHANNELS] *= g
-        voice = float(voice_hops[i]) * (g if gate_mouth else 1.0)
-        frame = motion.step(i * HOP_S, Prosody(prosody.energy, prosody.pitch, prosody.voiced, voice, prosody.level_db))
-        arkit_out[i] = frame.apply(arkit)
-        poses[i], transl[i], voice_out[i] = frame.pose, frame.transl, voice
-    return arkit_out, poses, transl, voice_out
+    eyes = np.zeros((n, NUM_ARKIT), np.float32)
+    voice_out = np.asarray(voice_hops, np.float32)[:n].copy()
+    for i, heard in enumerate(audible.tolist()):
+        prosody = prosodies[i] if i < len(prosodies) else SILENCE
+        if gate_mouth:
+            gates[i] = gate.step(heard)
+            voice_out[i] *= gates[i]
+        frame = motion.step(i * HOP_S, Prosody(prosody.energy, prosody.pitch, prosody.voiced, float(voice_out[i]),
+                                               prosody.level_db))
+        poses[i], transl[i], eyes[i] = frame.pose, frame.transl, frame.eye_weights
+    arkit = np.clip(np.asarray(arkit_hops, np.float32), 0.0, 1.0)
+    arkit[:, MOUTH_CHANNELS] *= gates[:, None]
+    return lay_eyes(arkit, eyes), poses, transl, voice_out
 
 
-def _frames_at_fps(arkit, poses, transl, voice, visemes, duration_s: float, fps: float) -> list[FrameState]:
-    """Sample per-hop values at k / fps (linear between hops)."""
+def _frames_at_fps(arkit, poses, transl, voice, visemes, duration_s: float, fps: float,
+                   mouth: np.ndarray | None = None) -> list[FrameState]:
+    """Sample per-hop values at k / fps (linear between hops); `mouth` (per output frame) replaces the mouth channels."""
     n_frames = max(1, int(math.ceil(duration_s * fps - 1e-9)))
-    frames = []
-    for k in range(n_frames):
-        t = k / fps
-        position = min(max(t / HOP_S, 0.0), len(arkit) - 1)
-        i = int(math.floor(position))
-        j = min(i + 1, len(arkit) - 1)
-        w = position - i
-        frames.append(FrameState(
-            media_time_s=t,
-            arkit=arkit[i] * (1 - w) + arkit[j] * w,
-            pose=poses[i] * (1 - w) + poses[j] * w,
-            transl=transl[i] * (1 - w) + transl[j] * w,
-            visemes=None if visemes is None else visemes[i if w < 0.5 else j],
-            voice_activity=float(voice[i] * (1 - w) + voice[j] * w),
-            sequence=k,
-        ))
-    return frames
+    times = np.arange(n_frames) / fps
+    position = np.clip(times / HOP_S, 0.0, len(arkit) - 1)
+    i = np.floor(position).astype(np.int64)
+    j = np.minimum(i + 1, len(arkit) - 1)
+    w = (position - i).astype(np.float32)
+
+    def lerp(values: np.ndarray) -> np.ndarray:
+        weight = w.reshape((-1,) + (1,) * (values.ndim - 1))
+        return values[i] * (1 - weight) + values[j] * weight
+
+    arkit_at, pose_at, transl_at, voice_at = lerp(arkit), lerp(poses), lerp(transl), lerp(voice).tolist()
+    if mouth is not None:
+        rows = min(len(mouth), n_frames)
+        arkit_at[:rows, MOUTH_CHANNELS] = mouth[:rows, MOUTH_CHANNELS]
+    nearest = np.where(w < 0.5, i, j)
+    return [FrameState(media_time_s=float(times[k]), arkit=arkit_at[k], pose=pose_at[k], transl=transl_at[k],
+                       visemes=None if visemes is None else visemes[nearest[k]], voice_activity=voice_at[k], sequence=k)
+            for k in range(n_frames)]
 
 
 def analyze_audio(path_or_array, fps: float = 60, sample_rate: int | None = None, model_variant: str = "fp32",
@@ -111,26 +129,23 @@ def analyze_audio(path_or_array, fps: float = 60, sample_rate: int | None = None
 
 def analyze_text(text: str, voice: str = "en-us", rate_wpm: int = 175, pitch: int = 50, fps: float = 60,
                  style: MotionStyle | None = None):
-    """Speak a line with espeak-ng; the mouth follows its exact phonemes. Returns (SpeechClip, frames)."""
+    """Speak a line with espeak-ng; the mouth follows its exact phonemes. Returns (SpeechClip, frames).
+
+    Leading silence is trimmed as in `TextSource`, so offline takes and live speech share one timeline.
+    """
     from studio.speech.espeak import EspeakSynth
     from studio.speech.visemes import phoneme_track
 
     fps = _check_fps(fps)
-    clip = EspeakSynth(voice, rate_wpm, pitch).synthesize(text)
-    audio = resample(clip.audio, clip.sample_rate, ENGINE_RATE) if clip.sample_rate != ENGINE_RATE else clip.audio
+    clip = trim_leading_silence(EspeakSynth(voice, rate_wpm, pitch).synthesize(text))
+    audio = resample_clip(clip.audio, clip.sample_rate, ENGINE_RATE)
     track = phoneme_track(clip.phonemes, clip.duration_s, fps=1.0 / HOP_S)
     prosodies = ProsodyTracker().push(np.concatenate([audio, np.zeros(int(ENGINE_RATE * HOP_S), np.float32)]))
     arkit, poses, transl, voice_out = _gated_motion(track.arkit, track.voice_active, prosodies,
                                                     style or MotionStyle(), gate_mouth=False)
-    frames = _frames_at_fps(arkit, poses, transl, voice_out, None, clip.duration_s, fps)
     # the mouth comes straight from the phoneme track at the output rate (exact closures, no hop blur)
     exact = phoneme_track(clip.phonemes, clip.duration_s, fps=fps).arkit
-    for k, frame in enumerate(frames):
-        if k < len(exact):
-            mouth = frame.arkit.copy()
-            mouth[MOUTH_CHANNELS] = exact[k][MOUTH_CHANNELS]
-            frames[k] = frame.replace(arkit=mouth)
-    return clip, frames
+    return clip, _frames_at_fps(arkit, poses, transl, voice_out, None, clip.duration_s, fps, mouth=exact)
 
 
 def smpte_timecode(media_time_s: float, fps: float) -> str:

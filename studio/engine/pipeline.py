@@ -11,6 +11,7 @@ runs on, so consumers always see time move forward.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections import deque
@@ -21,7 +22,16 @@ import numpy as np
 
 from studio.avatar.arkit import ARKIT_NAMES, NUM_ARKIT
 from studio.engine.features import LogMelExtractor
-from studio.engine.motion import AUDIBLE_DB, HOP_S, MotionGenerator, MotionStyle, Prosody, ProsodyTracker, _Spring
+from studio.engine.motion import (
+    AUDIBLE_DB,
+    HOP_S,
+    SILENCE,
+    MotionGenerator,
+    MotionStyle,
+    MouthGate,
+    Prosody,
+    ProsodyTracker,
+)
 from studio.engine.sources import ENGINE_RATE, AudioSource
 from studio.frame import FrameState, interpolate
 from studio.telemetry import LatencyTelemetry
@@ -30,8 +40,9 @@ HOP = int(ENGINE_RATE * HOP_S)
 STAGES = ("capture", "features", "inference", "motion", "anchor")
 MOUTH_CHANNELS = np.array([i for i, name in enumerate(ARKIT_NAMES)
                            if name.startswith(("jaw", "mouth", "cheekPuff", "tongue"))])
-EASE_S = 0.15  # how long the mouth takes to settle when a source changes
-TICK_S = 0.005
+EASE_S = 0.15  # how long the mouth takes to settle when a source changes mid-word
+MOUTH_AT_REST = 0.02  # no mouth weight above this: nothing to ease from
+SOURCE_POLL_S = 0.05  # longest sleep: device-loss checks and idle frames never wait longer
 
 
 class ExpressionLayer:
@@ -46,14 +57,20 @@ class ExpressionLayer:
         self.name = name
 
     def apply(self, arkit: np.ndarray) -> np.ndarray:
-        return np.clip(arkit * self.gains, 0.0, self.caps)
+        out = np.multiply(arkit, self.gains, dtype=np.float32)
+        return np.minimum(np.maximum(out, 0.0, out=out), self.caps, out=out)
 
 
 class AnchorStage:
-    """Long-session spatial-consistency anchoring plugs in here; for now the state passes through."""
+    """Long-session spatial-consistency anchoring plugs in here; for now the pose passes through.
 
-    def process(self, state: FrameState) -> FrameState:
-        return state
+    It works on the arrays before the FrameState is built, so each frame is built once, with
+    every stage's timing already in it.
+    """
+
+    def process(self, media_time_s: float, arkit: np.ndarray, pose: np.ndarray,
+                transl: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return arkit, pose, transl
 
 
 class LatestFrameSlot:
@@ -126,7 +143,7 @@ class FrameQueue:
 
 @dataclass
 class _Hop:
-    """Face and voice for one 10 ms hop of the current source."""
+    """Face and voice for one 10 ms hop of the current source (index: hops since the source's sample 0)."""
 
     index: int
     arkit: np.ndarray
@@ -135,7 +152,11 @@ class _Hop:
 
 
 class Engine:
-    """Runs the pipeline on one thread; read frames from `slot`, `subscribe()` or telemetry from `telemetry`."""
+    """Runs the pipeline on one thread; read frames from `slot`, `subscribe()` or telemetry from `telemetry`.
+
+    The thread sleeps until there is work: a device callback of the current source, the next hop
+    of a timer-paced source, the next idle frame, or a control call (`set_source`, `stop`).
+    """
 
     def __init__(self, source: AudioSource | None = None, model_variant: str = "fp32",
                  style: MotionStyle | None = None, fps: float = 100.0,
@@ -157,6 +178,7 @@ class Engine:
         self.prosody = ProsodyTracker()
         self._subscribers: list[FrameQueue] = []
         self._lock = threading.Lock()
+        self._wake = threading.Event()
         self._source = source
         self._pending: list[AudioSource | None] = []
         self._thread: threading.Thread | None = None
@@ -168,9 +190,10 @@ class Engine:
         self._last_arkit = np.zeros(NUM_ARKIT, np.float32)
         self._ease_from = np.zeros(NUM_ARKIT, np.float32)
         self._ease_until = -1.0
-        self._gate = _Spring(40.0)
+        self._gate = MouthGate()
         self.status = "stopped"
         self.source_error: str | None = None
+        self._needs_activation = True
 
     # ------------------------------------------------------------ control (any thread)
 
@@ -211,11 +234,13 @@ class Engine:
     def stop(self) -> None:
         """Stop the thread (joined) and the source."""
         self._stop.set()
+        self._wake.set()
         thread, self._thread = self._thread, None
         if thread is not None:
             thread.join()
         if self._source is not None:
             self._source.stop()
+            self._source.data_event = None
         self.status = "stopped"
 
     def set_source(self, source: AudioSource | None) -> None:
@@ -223,10 +248,12 @@ class Engine:
         if self.running:
             with self._lock:
                 self._pending.append(source)
+            self._wake.set()
         else:
             if self._source is not None and self._source is not source:
                 self._source.stop()
             self._source = source
+            self._needs_activation = True
 
     def media_time_now(self) -> float:
         """The session media time being heard now, per the active source's clock (for presentation)."""
@@ -237,27 +264,58 @@ class Engine:
 
     # ------------------------------------------------------------ engine thread
 
+    def run_once(self) -> float:
+        """One pass of the engine loop on the calling thread, for benchmarks and tests (the thread must not
+        be running); returns how long the engine thread would now sleep, in seconds."""
+        if self.running:
+            raise RuntimeError("Engine.run_once: the engine thread is running; call stop() first")
+        if self._needs_activation:
+            self._activate(self._source)
+        return self._iterate()
+
     def _run(self) -> None:
         self._activate(self._source)
         while not self._stop.is_set():
-            with self._lock:
-                pending, self._pending = self._pending, []
-            for source in pending:
-                if self._source is not None and self._source is not source:
-                    self._source.stop()
-                self._activate(source)
-            if self._source_active():
-                self._process_source()
-            else:
-                self._process_idle()
-            self._stop.wait(TICK_S)
+            self._wake.clear()  # before the work: a wake-up that comes during it is kept for the wait
+            self._wake.wait(self._iterate())
+
+    def _iterate(self) -> float:
+        with self._lock:
+            pending, self._pending = self._pending, []
+        for source in pending:
+            if self._source is not None and self._source is not source:
+                self._source.stop()
+                self._source.data_event = None
+            self._activate(source)
+        if self._source_active():
+            self._process_source()
+            return self._source_wait_s()
+        self._process_idle()
+        return self._idle_wait_s()
+
+    def _source_wait_s(self) -> float:
+        """Until the source's next audio: its device callback sets `_wake`; a timer-paced source says when."""
+        hint = self._source.next_data_in_s() if self._source is not None else None
+        return SOURCE_POLL_S if hint is None else min(hint, SOURCE_POLL_S)
+
+    def _idle_wait_s(self) -> float:
+        anchor_media, anchor_mono = self._idle_anchor
+        due = (self._last_emitted_frame_index + 1) / self.fps - (anchor_media + time.monotonic() - anchor_mono)
+        return min(max(due, 0.0), SOURCE_POLL_S)
 
     def _activate(self, source: AudioSource | None) -> None:
         """Start a source on the session clock right after the last emitted frame."""
         self._source = source
-        self._ease_from = self._last_arkit.copy()
-        self._ease_until = self._media_now + EASE_S
+        self._needs_activation = False
+        # ease the mouth only from where it is (a source switched mid-word); from rest there is no jump to hide
+        if float(np.abs(self._last_arkit[MOUTH_CHANNELS]).max()) > MOUTH_AT_REST:
+            self._ease_from = self._last_arkit.copy()
+            self._ease_until = self._media_now + EASE_S
+        else:
+            self._ease_until = -1.0
         self._source_offset = self._media_now + HOP_S
+        self._origin_hop = 0  # hop index (since the source's sample 0) where the feature streams began
+        self._fed = 0  # samples fed to the streams since then
         self._hops_done = 0
         self._samples_seen = 0
         self._prosody_count = 0
@@ -268,19 +326,21 @@ class Engine:
         self.model.reset()
         self.prosody.reset()
         self.motion.reset()
+        self._gate.reset()
         self._idle_anchor = (self._media_now, time.monotonic())
         self.source_error = None
         if source is None:
             self.status = "idle"
             return
-        try:
-            source.start()
-        except Exception as error:  # a source that cannot start leaves the engine idle, saying why
-            self.source_error = f"{source.name}: {error}"
+        source.data_event = self._wake
         if source.phonemes is not None and source.duration_s is not None:
             from studio.speech.visemes import phoneme_track
 
             self._track = phoneme_track(source.phonemes, source.duration_s, fps=1.0 / HOP_S)
+        try:
+            source.start()
+        except Exception as error:  # a source that cannot start leaves the engine idle, saying why
+            self.source_error = f"{source.name}: {error}"
         self.status = source.status
 
     def _source_active(self) -> bool:
@@ -305,58 +365,77 @@ class Engine:
             if source.finished:
                 self._flush_source_tail()
             return
-        self._samples_seen = start + len(samples)
-        timings = {"capture": capture_ms}
+        self._samples_seen = max(self._samples_seen, start + len(samples))
+        samples = self._continuous(start, samples)
         t0 = time.perf_counter()
-        features = self.features.push(samples)
         prosodies = self.prosody.push(samples)
+        features = None if self._track is not None else self.features.push(samples)
+        self._fed += len(samples)
         t1 = time.perf_counter()
         self._add_prosody(prosodies)
-        hops = self._face_hops(features, self._prosody_count)
+        hops = self._face_hops(features)
         t2 = time.perf_counter()
         n = max(1, len(prosodies))
-        timings["features"] = (t1 - t0) * 1000.0 / n
-        timings["inference"] = (t2 - t1) * 1000.0 / n
-        timings["capture"] = capture_ms / n
+        timings = {"capture": capture_ms / n, "features": (t1 - t0) * 1000.0 / n,
+                   "inference": (t2 - t1) * 1000.0 / n}
         for hop in hops:
             self._emit_hop(hop, timings)
         if source.finished:
             self._flush_source_tail()
 
-    def _face_hops(self, features: np.ndarray, total: int) -> list[_Hop]:
+    def _continuous(self, start: int, samples: np.ndarray) -> np.ndarray:
+        """The part of these samples that continues the feature streams; after a gap (a device dropped
+        audio) the streams restart at the next hop boundary, so every hop stays on its true media time."""
+        expected = self._origin_hop * HOP + self._fed
+        if start <= expected:
+            return samples[expected - start:]
+        self._flush_lookahead(expected)
+        self._origin_hop = -(-start // HOP)
+        self._fed = 0
+        self._prosody_count = 0
+        self._prosody_history.clear()
+        self._hops_done = max(self._hops_done, self._origin_hop)
+        self.features.reset()
+        self.model.reset()
+        self.prosody.reset()
+        return samples[self._origin_hop * HOP - start:]
+
+    def _face_hops(self, features: np.ndarray | None) -> list[_Hop]:
         """Face weights for the hops that are now complete (model output lags by its lookahead)."""
+        total = self._origin_hop + self._prosody_count
         if self._track is not None:
-            hops = []
-            for index in range(self._hops_done, total):
-                row = min(index, self._track.num_frames - 1)
-                if row < 0:
-                    continue
-                hops.append(_Hop(index, self._track.arkit[row], None, float(self._track.voice_active[row])))
-            self._hops_done = total
+            track = self._track
+            hops = [_Hop(index, track.arkit[min(index, track.num_frames - 1)], None,
+                         float(track.voice_active[min(index, track.num_frames - 1)]))
+                    for index in range(self._hops_done, total)]
+            self._hops_done = max(self._hops_done, total)
             return hops
         output = self.model.step(features)
-        lag = self.model.lookahead_frames
-        hops = []
-        for i in range(len(output)):
-            index = total - len(output) + i - lag
-            if index < 0:
-                continue
-            hops.append(_Hop(index, output.arkit[i], output.visemes[i], float(output.voice_activity[i])))
+        first = total - len(output) - self.model.lookahead_frames
+        hops = [_Hop(first + i, output.arkit[i], output.visemes[i], float(output.voice_activity[i]))
+                for i in range(len(output)) if first + i >= max(self._origin_hop, 0)]
         if hops:
             self._hops_done = hops[-1].index + 1
         return hops
 
+    def _flush_lookahead(self, audio_end: int) -> None:
+        """The model still owes the hops its lookahead has not seen yet: pad with silence and emit those
+        before `audio_end` (a sample position), where this stretch of audio ends."""
+        if self._track is not None or not self.model.lookahead_frames:
+            return
+        silence = np.zeros(HOP * self.model.lookahead_frames, np.float32)
+        features = self.features.push(silence)
+        self._add_prosody(self.prosody.push(silence))
+        self._fed += len(silence)
+        for hop in self._face_hops(features):
+            if hop.index * HOP < audio_end:
+                self._emit_hop(hop, {})
+
     def _flush_source_tail(self) -> None:
         """A finished source: the model's lookahead frames still owe the last hops; pad with silence."""
-        if self._track is None and self.model.lookahead_frames and not self._flushed:
+        if not self._flushed:
             self._flushed = True
-            silence = np.zeros(HOP * self.model.lookahead_frames, np.float32)
-            features = self.features.push(silence)
-            self._add_prosody(self.prosody.push(silence))
-            hops = self._face_hops(features, self._prosody_count)
-            for hop in hops:
-                if hop.index * HOP < self._samples_seen:
-                    self._emit_hop(hop, {})
+            self._flush_lookahead(self._samples_seen)
         self._hops_done = max(self._hops_done, -(-self._samples_seen // HOP))
         self._idle_anchor = (self._media_now, time.monotonic())
 
@@ -365,30 +444,35 @@ class Engine:
         self._prosody_count += len(prosodies)
 
     def _prosody_at(self, index: int) -> Prosody:
-        offset = index - (self._prosody_count - len(self._prosody_history))
+        offset = index - self._origin_hop - (self._prosody_count - len(self._prosody_history))
         if 0 <= offset < len(self._prosody_history):
             return self._prosody_history[offset]
-        return Prosody()
+        return SILENCE
 
     def _emit_hop(self, hop: _Hop, timings: dict) -> None:
         media = self._source_offset + hop.index * HOP_S
         prosody = self._prosody_at(hop.index)
         t0 = time.perf_counter()
-        ahead = [self._prosody_at(hop.index + k) for k in (-1, 0, 1, 2)]
-        audible = any(p.level_db > AUDIBLE_DB for p in ahead)
-        gate = float(np.clip(self._gate.step(1.0 if audible or self._track is not None else 0.0, HOP_S)[0], 0, 1))
-        arkit = np.clip(np.asarray(hop.arkit, np.float32), 0.0, 1.0).copy()
-        arkit[MOUTH_CHANNELS] *= gate
-        voice = hop.voice * gate if self._track is None else hop.voice
-        speaking = Prosody(prosody.energy, prosody.pitch, prosody.voiced, max(voice, 0.0), prosody.level_db)
-        motion = self.motion.step(media, speaking)
+        if self._track is None:  # the model's mouth is gated shut in silence (it may murmur on noise)
+            audible = any(self._prosody_at(hop.index + k).level_db > AUDIBLE_DB
+                          for k in range(-MouthGate.LOOK_BEHIND, MouthGate.LOOK_AHEAD + 1))
+            gate = self._gate.step(audible)
+            voice = hop.voice * gate
+        else:
+            gate, voice = 1.0, hop.voice
+        arkit = np.maximum(hop.arkit, 0.0, dtype=np.float32)
+        np.minimum(arkit, 1.0, out=arkit)
+        if gate < 1.0:
+            arkit[MOUTH_CHANNELS] *= gate
+        motion = self.motion.step(media, Prosody(prosody.energy, prosody.pitch, prosody.voiced, max(voice, 0.0),
+                                                 prosody.level_db))
         t1 = time.perf_counter()
-        frame_index = int(np.floor(media * self.fps + 1e-6))
+        frame_index = math.floor(media * self.fps + 1e-6)
         if frame_index == self._last_emitted_frame_index:
             self._media_now = media
             return
         self._emit(media, motion.apply(self._eased(media, arkit)), motion.pose, motion.transl, hop.visemes, voice,
-                   {**timings, "motion": (t1 - t0) * 1000.0})
+                   timings, (t1 - t0) * 1000.0)
         self._last_emitted_frame_index = frame_index
 
     def _eased(self, media: float, arkit: np.ndarray) -> np.ndarray:
@@ -409,33 +493,32 @@ class Engine:
             media = next_index / self.fps
             if media > self._media_now:
                 t0 = time.perf_counter()
-                motion = self.motion.step(media, Prosody())
+                motion = self.motion.step(media, SILENCE)
                 t1 = time.perf_counter()
                 arkit = self._eased(media, np.zeros(NUM_ARKIT, np.float32))
-                self._emit(media, motion.apply(arkit), motion.pose, motion.transl, None, 0.0,
-                           {"motion": (t1 - t0) * 1000.0})
+                self._emit(media, motion.apply(arkit), motion.pose, motion.transl, None, 0.0, {},
+                           (t1 - t0) * 1000.0)
             self._last_emitted_frame_index = next_index
             next_index += 1
         if self._source is None:
             self.status = "idle"
 
     def _emit(self, media: float, arkit: np.ndarray, pose: np.ndarray, transl: np.ndarray,
-              visemes: np.ndarray | None, voice: float, timings: dict) -> None:
+              visemes: np.ndarray | None, voice: float, timings: dict, motion_ms: float) -> None:
         layer = self.expression
         t0 = time.perf_counter()
         arkit = layer.apply(arkit) if hasattr(layer, "apply") else layer(arkit)
+        arkit, pose, transl = self.anchor.process(media, arkit, pose, transl)
+        anchor_ms = (time.perf_counter() - t0) * 1000.0
+        stage_ms = {"capture": timings.get("capture", 0.0), "features": timings.get("features", 0.0),
+                    "inference": timings.get("inference", 0.0), "motion": motion_ms, "anchor": anchor_ms}
         self._last_arkit = np.asarray(arkit, np.float32)
         self._sequence += 1
         state = FrameState(media_time_s=media, arkit=arkit, pose=pose, transl=transl, visemes=visemes,
-                           voice_activity=float(np.clip(voice, 0.0, 1.0)), expression=getattr(layer, "name", ""),
-                           sequence=self._sequence)
-        state = self.anchor.process(state)
-        anchor_ms = (time.perf_counter() - t0) * 1000.0
-        full = {stage: float(timings.get(stage, 0.0)) for stage in STAGES}
-        full["anchor"] = anchor_ms
-        state = state.replace(timings_ms=full)
+                           voice_activity=min(max(float(voice), 0.0), 1.0), expression=getattr(layer, "name", ""),
+                           timings_ms=stage_ms, sequence=self._sequence)
         self._media_now = media
-        self.telemetry.record(full)
+        self.telemetry.record(stage_ms)
         self.slot.put(state)
         with self._lock:
             subscribers = list(self._subscribers)

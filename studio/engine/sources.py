@@ -7,6 +7,10 @@ else happens on the engine thread in `read_available()`.
 
 A source never raises from `read_available()` because of a device: it records `error`, says
 so in `status`, and returns no audio; `restart()` tries again.
+
+Wake-ups: a source whose audio arrives in device callbacks sets `data_event` (when the engine
+gave it one) after each callback, so the engine thread sleeps until audio is there instead of
+polling; a source paced by a timer says when its next hop is due (`next_data_in_s`).
 """
 
 from __future__ import annotations
@@ -23,7 +27,9 @@ from studio.engine.features import resample
 from studio.engine.ring import AudioRing
 
 ENGINE_RATE = 16000
+HOP_SAMPLES = ENGINE_RATE // 100  # the engine's 10 ms hop
 NO_CALLBACK_TIMEOUT_S = 1.0  # a running device that stays silent this long counts as lost
+CAPTURE_BLOCK_S = 0.005  # microphone callback period: half a hop, so a hop waits at most 5 ms for its last block
 
 
 class AudioInputError(ValueError):
@@ -44,7 +50,17 @@ class AudioSource:
         self.name = name
         self.clock = MediaClock()
         self.error: str | None = None
+        self.data_event: threading.Event | None = None  # set after each device callback (the engine waits on it)
         self._state = "stopped"
+
+    def _notify(self) -> None:
+        event = self.data_event
+        if event is not None:
+            event.set()
+
+    def next_data_in_s(self) -> float | None:
+        """Seconds until the next hop of audio is due, for timer-paced sources; None: `data_event` will say."""
+        return None
 
     @property
     def status(self) -> str:
@@ -130,6 +146,40 @@ class StreamResampler:
         return out.astype(np.float32)
 
 
+def resample_clip(audio: np.ndarray, from_rate: int, to_rate: int) -> np.ndarray:
+    """Resample a whole mono clip in the frequency domain: a few ms where the time-domain
+    polyphase filter takes tens, so spoken text is ready to play almost as soon as it is synthesised.
+
+    Silence pads both ends (so the FFT's circular wrap-around meets only zeros) and a raised-cosine
+    taper over the top 5 % below the lower Nyquist frequency removes what cannot be represented.
+    Tones agree with `studio.engine.features.resample` to 1e-4; the two differ only in that top band.
+    """
+    if from_rate <= 0 or to_rate <= 0:
+        raise ValueError(f"resample_clip: sample rates must be positive, got {from_rate} -> {to_rate}")
+    signal = np.asarray(audio, np.float64)
+    if signal.ndim != 1:
+        raise ValueError(f"resample_clip: expected mono samples of shape (n,), got shape {signal.shape}")
+    if from_rate == to_rate:
+        return signal.astype(np.float32)
+    divisor = math.gcd(int(from_rate), int(to_rate))
+    up, down = int(to_rate) // divisor, int(from_rate) // divisor
+    n_out = -(-len(signal) * up // down)
+    pad = -(-int(0.05 * from_rate) // down) * down  # 50 ms, a whole number of output samples long
+    total = len(signal) + 2 * pad
+    total += (-total) % down
+    n_fft_out = total // down * up
+    spectrum = np.fft.rfft(np.concatenate([np.zeros(pad), signal, np.zeros(total - pad - len(signal))]))
+    keep = min(len(spectrum), n_fft_out // 2 + 1)
+    nyquist = min(from_rate, to_rate) / 2.0
+    distance = (nyquist - np.arange(keep) * (from_rate / total)) / (0.05 * nyquist)
+    taper = 0.5 - 0.5 * np.cos(np.pi * np.clip(distance, 0.0, 1.0))
+    resampled = np.zeros(n_fft_out // 2 + 1, complex)
+    resampled[:keep] = spectrum[:keep] * taper
+    out = np.fft.irfft(resampled, n_fft_out) * (n_fft_out / total)
+    start = pad // down * up
+    return out[start:start + n_out].astype(np.float32)
+
+
 # ---------------------------------------------------------------- decoding files
 
 def _to_mono(audio: np.ndarray) -> np.ndarray:
@@ -196,12 +246,15 @@ def _decode_with_av(path: Path) -> tuple[np.ndarray | None, int, str]:
 class _PlayedAudio(AudioSource):
     """A finite waveform released at playback speed; its media clock is the playback position."""
 
-    def __init__(self, name: str, audio: np.ndarray, rate: int, play: bool, realtime: bool) -> None:
+    def __init__(self, name: str, audio: np.ndarray, rate: int, play: bool, realtime: bool,
+                 engine_audio: np.ndarray | None = None) -> None:
         super().__init__(name)
         audio = audio if audio.ndim == 2 else audio[:, None]
         self.play_audio = np.ascontiguousarray(audio[:, :2], np.float32)
         self.play_rate = int(rate)
-        self.audio = resample(_to_mono(audio), rate, ENGINE_RATE) if rate != ENGINE_RATE else _to_mono(audio)
+        if engine_audio is None:
+            engine_audio = resample(_to_mono(audio), rate, ENGINE_RATE) if rate != ENGINE_RATE else _to_mono(audio)
+        self.audio = engine_audio
         self.play = play
         self.realtime = realtime
         self._stream = None
@@ -244,7 +297,7 @@ class _PlayedAudio(AudioSource):
 
         self._stream = sounddevice.OutputStream(
             samplerate=self.play_rate, channels=self.play_audio.shape[1], dtype="float32",
-            callback=self._output_callback, latency="low")
+            callback=self._output_callback, latency="low", blocksize=self.play_rate // 100)
         self._stream.start()
 
     def _output_callback(self, outdata, frames, time_info, status) -> None:
@@ -256,6 +309,7 @@ class _PlayedAudio(AudioSource):
         latency = time_info.outputBufferDacTime - time_info.currentTime if time_info.currentTime else 0.0
         self._played_at = now + latency if 0.0 <= latency < 1.0 else now
         self._played = position + len(chunk)
+        self._notify()
 
     def stop(self) -> None:
         stream, self._stream = self._stream, None
@@ -267,6 +321,12 @@ class _PlayedAudio(AudioSource):
                 pass
         self._timer_start = None
         self._state = "stopped"
+
+    def next_data_in_s(self) -> float | None:
+        if self._timer_start is None or not self.realtime:
+            return None
+        due = self._timer_start + (self._read + HOP_SAMPLES) / ENGINE_RATE
+        return max(0.0, due - time.monotonic())
 
     def _available(self) -> int:
         if not self.realtime:
@@ -303,15 +363,40 @@ class FileSource(_PlayedAudio):
 
 
 class TextSource(_PlayedAudio):
-    """Text spoken by espeak-ng; the face follows its exact phoneme timing instead of the audio model."""
+    """Text spoken by espeak-ng; the face follows its exact phoneme timing instead of the audio model.
+
+    espeak's leading silence is trimmed (phoneme times shift with it), so sound and mouth start
+    at once; the face comes from the phonemes, so the engine-rate copy of the audio (used for
+    prosody only) takes the fast `resample_clip`.
+    """
 
     def __init__(self, text: str, voice: str = "en-us", rate_wpm: int = 175, pitch: int = 50,
                  play: bool = True, realtime: bool = True) -> None:
         from studio.speech.espeak import EspeakSynth
 
-        self.clip = EspeakSynth(voice, rate_wpm, pitch).synthesize(text)
-        super().__init__(f"text {text[:24]!r}", self.clip.audio, self.clip.sample_rate, play, realtime)
-        self.phonemes = self.clip.phonemes
+        self.clip = trim_leading_silence(EspeakSynth(voice, rate_wpm, pitch).synthesize(text))
+        clip = self.clip
+        super().__init__(f"text {text[:24]!r}", clip.audio, clip.sample_rate, play, realtime,
+                         engine_audio=resample_clip(clip.audio, clip.sample_rate, ENGINE_RATE))
+        self.phonemes = clip.phonemes
+
+
+SILENCE_LEVEL = 10 ** (-60 / 20)  # -60 dBFS
+
+
+def trim_leading_silence(clip, keep_s: float = 0.0):
+    """The SpeechClip without the silence before its first sound (all but `keep_s`), phonemes shifted to match."""
+    import dataclasses
+
+    loud = np.flatnonzero(np.abs(clip.audio) > SILENCE_LEVEL)
+    first_sound = int(loud[0]) if loud.size else 0
+    cut = max(0, first_sound - int(keep_s * clip.sample_rate))
+    if cut == 0:
+        return clip
+    shift = cut / clip.sample_rate
+    phonemes = tuple(dataclasses.replace(p, start_s=max(0.0, p.start_s - shift), end_s=p.end_s - shift)
+                     for p in clip.phonemes if p.end_s - shift > 0.0)
+    return dataclasses.replace(clip, audio=clip.audio[cut:], phonemes=phonemes)
 
 
 # ---------------------------------------------------------------- microphone
@@ -367,7 +452,13 @@ def negotiate_input_rate(device: int) -> int:
 
 
 class MicrophoneSource(AudioSource):
-    """A live input device; its sample count is the media clock."""
+    """A live input device; its sample count is the media clock.
+
+    Captured in 5 ms blocks (`CAPTURE_BLOCK_S`) at PortAudio's low-latency setting, so a hop's
+    audio reaches the engine at most one short block after the device delivers it. Audio the ring
+    had to drop (the engine fell more than `ring_seconds` behind) still counts on the media clock:
+    the next samples are stamped where they really are, and `dropped_s` says how much was lost.
+    """
 
     def __init__(self, device: int | str | None = None, ring_seconds: float = 5.0) -> None:
         import sounddevice
@@ -380,8 +471,14 @@ class MicrophoneSource(AudioSource):
         self._resampler = StreamResampler(self.device_rate, ENGINE_RATE)
         self._stream = None
         self._started_at = 0.0
-        self._position = 0  # ENGINE_RATE samples handed out
+        self._position = 0  # media position (ENGINE_RATE samples) of the next sample handed out
+        self._raw_read = 0  # device samples consumed from the ring (dropped ones included)
         self.overflows = 0
+
+    @property
+    def dropped_s(self) -> float:
+        """Seconds of captured audio the ring dropped because the engine fell behind."""
+        return self._ring.dropped_samples / self.device_rate
 
     def start(self) -> None:
         import sounddevice
@@ -391,11 +488,12 @@ class MicrophoneSource(AudioSource):
         self._resampler.reset()
         self.clock.reset()
         self._position = 0
+        self._raw_read = 0
         self.error = None
         try:
             self._stream = sounddevice.InputStream(
                 device=self.device_index, samplerate=self.device_rate, channels=1, dtype="float32",
-                callback=self._input_callback, latency="low")
+                callback=self._input_callback, latency="low", blocksize=int(self.device_rate * CAPTURE_BLOCK_S))
             self._stream.start()
         except Exception as error:
             self._stream = None
@@ -409,6 +507,7 @@ class MicrophoneSource(AudioSource):
         self._ring.write(indata[:, 0])
         if status.input_overflow:
             self.overflows += 1
+        self._notify()
 
     def stop(self) -> None:
         stream, self._stream = self._stream, None
@@ -440,9 +539,13 @@ class MicrophoneSource(AudioSource):
     def read_available(self) -> tuple[int, np.ndarray]:
         self._check_device()
         written, at = self._ring.last_write_position, self._ring.last_write_monotonic
-        _, raw = self._ring.read_available()
+        raw_start, raw = self._ring.read_available()
         if written:
             self.clock.observe(written / self.device_rate, at)
+        if raw_start > self._raw_read:  # the ring dropped audio: resume at the true media position
+            self._resampler.reset()  # (within half an engine sample: 31 us)
+            self._position = round(raw_start * ENGINE_RATE / self.device_rate)
+        self._raw_read = raw_start + len(raw)
         samples = self._resampler.push(raw) if raw.size else np.zeros(0, np.float32)
         start = self._position
         self._position += len(samples)

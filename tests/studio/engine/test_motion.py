@@ -2,7 +2,20 @@
 
 import numpy as np
 
-from studio.engine.motion import MotionGenerator, MotionStyle, Prosody, ProsodyTracker
+from studio.avatar.skeleton import JOINT_INDEX
+from studio.engine.motion import (
+    EYE_LOOK_FULL_RAD,
+    MotionGenerator,
+    MotionStyle,
+    MouthGate,
+    Prosody,
+    ProsodyTracker,
+    _swing_then_rest,
+    axis_angle_to_matrix,
+    gaze_angles,
+    matrix_to_axis_angle,
+    relaxed_rest_pose,
+)
 
 HOP = 0.01
 
@@ -75,3 +88,46 @@ def test_prosody_tracker_hears_pitch_loudness_and_silence():
     assert sum(p.voiced for p in low[10:]) > 0.9 * len(low[10:])
     assert np.mean([p.energy for p in low[10:]]) > 0.5
     assert np.mean([p.pitch for p in high[10:]]) > np.mean([p.pitch for p in low[10:]]) + 0.3
+
+
+def test_gaze_travels_in_the_eye_look_weights_and_the_eye_joints_stay_at_rest():
+    frames = _run(MotionGenerator(MotionStyle(seed=3)), [Prosody()] * 2000)
+    eye_joints = np.array([m.pose[[JOINT_INDEX["left_eye_smplhf"], JOINT_INDEX["right_eye_smplhf"]]] for m in frames])
+    assert np.all(eye_joints == 0.0)  # one gaze signal only: the avatar's eyeLook shapes turn the eyeballs
+    yaws = []
+    for m in frames:
+        yaw, pitch = gaze_angles(m.apply(np.zeros(52, np.float32)))
+        yaws.append(yaw)
+        assert abs(yaw) <= EYE_LOOK_FULL_RAD and abs(pitch) <= EYE_LOOK_FULL_RAD
+    assert np.ptp(yaws) > 0.05  # the eyes do move
+
+
+def test_prosody_does_not_depend_on_how_the_audio_is_chunked():
+    sr = 16000
+    t = np.arange(sr) / sr
+    audio = 0.3 * np.sin(2 * np.pi * 150 * t) * (np.sin(2 * np.pi * 3 * t) > 0)
+    whole = ProsodyTracker().push(audio)
+    for size in (1, 97, 160, 1000):
+        tracker = ProsodyTracker()
+        chunked = [p for i in range(0, len(audio), size) for p in tracker.push(audio[i:i + size])]
+        assert chunked == whole
+
+
+def test_mouth_gate_opens_at_once_on_sound_and_closes_gently():
+    gate = MouthGate()
+    assert gate.step(False) == 0.0
+    opening = [gate.step(True) for _ in range(3)]
+    assert opening[1] > 0.6  # two hops after sound appears in the lookahead the mouth is free
+    closing = [gate.step(False) for _ in range(3)]
+    assert closing[0] > 0.75 and closing[2] < closing[1] < closing[0]  # a hop of silence is not a shut mouth
+    assert MouthGate(opened=True).step(True) == 1.0
+
+
+def test_arm_swing_is_the_rotation_product_it_stands_for():
+    rest = relaxed_rest_pose()
+    for forward in (0.0, 0.2, -0.4, 1.0):
+        for side, joint in ((0, "left_shoulder"), (1, "right_shoulder")):
+            expected = axis_angle_to_matrix(np.array([-forward, 0.0, 0.0])) @ axis_angle_to_matrix(rest[JOINT_INDEX[joint]])
+            swing = np.array(_swing_then_rest(forward, side))
+            assert np.allclose(axis_angle_to_matrix(swing), expected, atol=1e-9)
+            assert np.allclose(matrix_to_axis_angle(expected), swing, atol=1e-9)

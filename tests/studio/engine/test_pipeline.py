@@ -8,7 +8,7 @@ import pytest
 import soundfile
 
 from studio.engine.pipeline import Engine, FrameQueue, LatestFrameSlot
-from studio.engine.sources import ENGINE_RATE, FileSource, MicrophoneSource, TextSource
+from studio.engine.sources import ENGINE_RATE, AudioSource, FileSource, MicrophoneSource, TextSource
 from studio.frame import FrameState
 from studio.speech.visemes import closure_intervals, lips_closed, mouth_openness
 from tests.studio.engine.helpers import silence_vowel_silence, wait_until
@@ -145,3 +145,58 @@ def test_latest_slot_interpolates_between_bracketing_frames_and_queues_drop_olde
         queue.put(frame)
     assert queue.dropped == 1 and queue.drain() == [b, a]
     assert queue.get(timeout=0.01) is None
+
+
+class _JumpingSource(AudioSource):
+    """Speech that loses 0.5 s in the middle, as a microphone ring does when the engine stalls."""
+
+    def __init__(self, audio, gap_at, gap):
+        super().__init__("jumping")
+        self.audio, self.gap_at, self.gap = audio, gap_at, gap
+        self._read = 0
+
+    @property
+    def finished(self):
+        return self._read >= len(self.audio)
+
+    def start(self):
+        self._read = 0
+
+    def stop(self):
+        pass
+
+    def read_available(self):
+        start = self._read
+        if start == self.gap_at:
+            start += self.gap  # these samples were dropped: the next ones are later on the media clock
+        self._read = start + 1000
+        return start, self.audio[start:start + 1000]
+
+
+def test_audio_after_a_gap_is_stamped_on_its_true_media_time():
+    audio = np.tile(silence_vowel_silence(), 2)
+    source = _JumpingSource(audio, gap_at=20_000, gap=8_123)
+    engine = Engine()
+    queue = engine.subscribe(10_000)
+    engine.set_source(source)
+    while not source.finished:
+        engine.run_once()
+    times = np.array([f.media_time_s for f in queue.drain()]) - engine.source_start_media_s
+    assert np.all(np.diff(times) > 0)
+    step = np.diff(times)
+    assert step.max() == pytest.approx((8_123 + 160) / ENGINE_RATE, abs=0.011)  # one jump, over the lost audio
+    assert np.sum(step > 0.011) == 1
+    after = times[times > 1.3]
+    assert np.allclose(after * 100, np.round(after * 100), atol=1e-6)  # still on the 10 ms hop grid
+    assert times[-1] == pytest.approx((len(audio) - 1) / ENGINE_RATE, abs=0.011)
+
+
+def test_run_once_refuses_while_the_thread_runs_and_says_how_long_to_sleep():
+    engine = Engine(fps=50)
+    assert 0.0 <= engine.run_once() <= 1 / 50 + 1e-6  # idle: until the next frame is due
+    engine.start()
+    try:
+        with pytest.raises(RuntimeError, match="running"):
+            engine.run_once()
+    finally:
+        engine.stop()

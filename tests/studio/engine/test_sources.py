@@ -2,13 +2,17 @@
 
 import os
 import subprocess
+import threading
+import time
 
 import numpy as np
 import pytest
 import soundfile
 
+from studio.engine.features import resample
 from studio.engine.sources import (
     ENGINE_RATE,
+    SILENCE_LEVEL,
     AudioDeviceError,
     AudioInputError,
     FileSource,
@@ -16,7 +20,9 @@ from studio.engine.sources import (
     StreamResampler,
     TextSource,
     load_audio,
+    resample_clip,
 )
+from studio.speech.espeak import EspeakSynth
 from tests.studio.engine.helpers import silence_vowel_silence, vowel, wait_until
 
 needs_pulse = pytest.mark.skipif(not os.environ.get("PULSE_SERVER"), reason="needs the PulseAudio test services")
@@ -169,3 +175,56 @@ def test_unloading_the_pulse_source_never_breaks_the_reader(monkeypatch):
         source.stop()
         if module is not None:
             pactl("unload-module", module)
+
+
+def test_resample_clip_matches_the_polyphase_resampler_on_speech_band_tones():
+    for rate in (22050, 44100, 48000, 8000):
+        t = np.arange(rate) / rate
+        tone = 0.5 * np.sin(2 * np.pi * 440 * t) + 0.2 * np.sin(2 * np.pi * 3000 * t) * (rate > 8000)
+        fast, reference = resample_clip(tone, rate, ENGINE_RATE), resample(tone, rate, ENGINE_RATE)
+        assert fast.shape == reference.shape and fast.dtype == np.float32
+        edge = ENGINE_RATE // 100  # the tone starts with a step: the two filters ring differently for 10 ms
+        assert np.abs(fast - reference)[edge:-edge].max() < 1e-4
+        assert np.abs(fast - reference).max() < 5e-3
+    with pytest.raises(ValueError, match="mono"):
+        resample_clip(np.zeros((10, 2)), 22050, ENGINE_RATE)
+
+
+@needs_pulse
+def test_text_source_starts_speaking_at_once():
+    source = TextSource("Hello there", play=False)
+    first_phoneme = next(p for p in source.phonemes if p.symbol.strip("_'"))
+    assert np.abs(source.clip.audio[: int(0.002 * source.clip.sample_rate)]).max() > SILENCE_LEVEL
+    assert first_phoneme.start_s < 0.005  # the phoneme times moved with the trimmed audio
+    untrimmed = EspeakSynth().synthesize("Hello there")
+    assert source.clip.duration_s < untrimmed.duration_s
+    assert source.phonemes[-1].end_s == pytest.approx(source.clip.duration_s, abs=1e-6)
+
+
+@needs_pulse
+def test_microphone_callbacks_wake_the_reader():
+    source = MicrophoneSource("pulse")
+    source.data_event = threading.Event()
+    source.start()
+    try:
+        assert source.data_event.wait(5.0), "no callback set data_event"
+        assert source.next_data_in_s() is None  # device-paced: the event, not a timer, says when
+    finally:
+        source.stop()
+
+
+@needs_pulse
+def test_microphone_audio_dropped_by_the_ring_still_counts_on_the_media_clock():
+    source = MicrophoneSource("pulse", ring_seconds=0.1)
+    source.start()
+    try:
+        wait_until(lambda: len(source.read_available()[1]) > 0, what="microphone samples")
+        start, samples = source.read_available()
+        expected_next = start + len(samples)
+        time.sleep(0.6)  # the reader stalls: the 0.1 s ring overflows
+        start, samples = source.read_available()
+        assert source.dropped_s > 0.3
+        assert start - expected_next > 0.3 * ENGINE_RATE  # stamped where it really is, not right after the last read
+        assert len(samples) <= 0.1 * ENGINE_RATE + 1
+    finally:
+        source.stop()
