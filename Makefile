@@ -5,16 +5,18 @@ PY := $(VENV)/bin/python
 STUDIO := $(VENV)/bin/avatar-studio
 export OPENBLAS_NUM_THREADS ?= 1
 export PYQTGRAPH_QT_LIB ?= PySide6
+# Inference runtime extra: cpu (onnxruntime) or gpu (onnxruntime-gpu); `make run RUNTIME=gpu`.
+RUNTIME ?= cpu
 
 .PHONY: run test demo bench lint bundle model setup setup-dev clean
 
 setup:
 	@scripts/setup.sh system
-	@scripts/setup.sh venv
+	@scripts/setup.sh venv $(RUNTIME)
 
 setup-dev:
 	@scripts/setup.sh system dev
-	@scripts/setup.sh venv dev,train
+	@scripts/setup.sh venv $(RUNTIME),dev,train
 
 run: setup
 	@if [ -n "$$DISPLAY" ] && xdpyinfo >/dev/null 2>&1; then \

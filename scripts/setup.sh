@@ -40,7 +40,16 @@ install_venv() {
   fi
   if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
+    # onnxruntime and onnxruntime-gpu share one module: never leave both installed.
+    local other=onnxruntime-gpu reinstall=()
+    case ",$extras," in *,gpu,*) other=onnxruntime ;; esac
+    if "$VENV/bin/python" -m pip show -q "$other" >/dev/null 2>&1; then
+      "$VENV/bin/python" -m pip uninstall -q -y "$other"
+      reinstall=(--force-reinstall --no-deps "$([ "$other" = onnxruntime ] && echo onnxruntime-gpu || echo onnxruntime)")
+    fi
     "$VENV/bin/python" -m pip install -q -e ".${extras:+[$extras]}"
+    [ ${#reinstall[@]} -gt 0 ] && "$VENV/bin/python" -m pip install -q "${reinstall[@]}"
+    rm -f "$VENV"/.installed*
     touch "$stamp"
   fi
 }
