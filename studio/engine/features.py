@@ -90,9 +90,12 @@ class LogMelExtractor:
         n_frames = 0 if self._pending.size < self.win else (self._pending.size - self.win) // self.hop + 1
         if n_frames == 0:
             return np.zeros((0, self.n_mels), np.float32)
-        frames = np.lib.stride_tricks.sliding_window_view(self._pending, self.win)[:: self.hop][:n_frames]
+        if n_frames == 1:  # the live case: one hop in, one frame out, no window view to build
+            frames = self._pending[None, : self.win]
+        else:
+            frames = np.lib.stride_tricks.sliding_window_view(self._pending, self.win)[:: self.hop][:n_frames]
         out = self._log_mel(frames)
-        self._pending = self._pending[n_frames * self.hop :].copy()
+        self._pending = self._pending[n_frames * self.hop :]
         self.frames_emitted += n_frames
         return out
 
