@@ -8,13 +8,13 @@ truncates the user's file.
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from studio.fileio import atomic_write
 from studio.paths import presets_dir, user_data_dir
 
 SCHEMA_VERSION = 1
@@ -153,17 +153,4 @@ def persona_by_name(name: str) -> Persona:
 
 def save_yaml(model: BaseModel, path: str | os.PathLike) -> None:
     """Write atomically: temp file in the same folder, fsync, rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = yaml.safe_dump(model.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
-    handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(temp, 0o644)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, yaml.safe_dump(model.model_dump(mode="json"), sort_keys=False, allow_unicode=True))

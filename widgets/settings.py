@@ -10,11 +10,10 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from studio.fileio import atomic_write
 from studio.paths import user_config_dir
 
 LAYOUT_SCHEMA_VERSION = 1
@@ -80,17 +79,4 @@ def save_layout(layout: WindowLayout, path: Path | None = None, keep_bad_copy: b
         "options": layout.options,
     }
     text = json.dumps(payload, indent=1, sort_keys=True)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as temp:
-            temp.write(text)
-            temp.flush()
-            os.fsync(temp.fileno())
-        if keep_bad_copy and path.exists():
-            os.replace(path, path.with_name(path.name + ".bad"))
-        os.replace(temp_name, path)
-    except BaseException:
-        Path(temp_name).unlink(missing_ok=True)
-        raise
-    return path
+    return atomic_write(path, text, keep_previous_as=path.name + ".bad" if keep_bad_copy else None)

@@ -11,7 +11,6 @@ import io
 import json
 import os
 import pickle
-import tempfile
 import zipfile
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import numpy as np
 from studio.avatar.arkit import ARKIT_NAMES, NUM_ARKIT
 from studio.avatar.model import NUM_POSE_CORRECTIVES, AvatarFormatError, AvatarModel, Material
 from studio.avatar.skeleton import NUM_JOINTS
+from studio.fileio import atomic_write
 from studio.paths import asset_path
 
 FORMAT_VERSION = 1
@@ -237,18 +237,6 @@ def smplx_arrays(model: AvatarModel) -> dict[str, np.ndarray]:
 
 def save_avatar(model: AvatarModel, path: str | os.PathLike) -> None:
     """Write an SMPL-X-compatible `.npz` atomically: a failed write leaves any old file intact."""
-    path = Path(path)
     buffer = io.BytesIO()
     np.savez_compressed(buffer, **smplx_arrays(model))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(handle, "wb") as temp:
-            temp.write(buffer.getvalue())
-            temp.flush()
-            os.fsync(temp.fileno())
-        os.chmod(temp_name, 0o644)
-        os.replace(temp_name, path)
-    except BaseException:
-        Path(temp_name).unlink(missing_ok=True)
-        raise
+    atomic_write(path, buffer.getvalue())

@@ -7,9 +7,7 @@ take lines up with its audio. `lipsync_command` is the `avatar-studio lipsync` C
 from __future__ import annotations
 
 import math
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +27,7 @@ from studio.engine.motion import (
 )
 from studio.engine.pipeline import MOUTH_CHANNELS
 from studio.engine.sources import ENGINE_RATE, AudioInputError, load_audio, resample_clip, trim_leading_silence
+from studio.fileio import atomic_write
 from studio.frame import FrameState
 
 
@@ -171,16 +170,7 @@ def write_arkit_csv(frames: list[FrameState], path: str | Path, fps: float) -> N
     for frame in frames:
         weights = ",".join(f"{w:.6f}" for w in frame.arkit)
         lines.append(f"{smpte_timecode(frame.media_time_s, fps)},{frame.media_time_s:.6f},{weights}")
-    handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(handle, "w", newline="\n") as out:
-            out.write("\n".join(lines) + "\n")
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, "\n".join(lines) + "\n")
 
 
 def lipsync_command(audio: str, out: str, fps: float = 60) -> int:
