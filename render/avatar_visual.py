@@ -15,7 +15,6 @@ and frames that are never drawn cost nothing.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 import numpy as np
 from vispy import gloo
@@ -26,6 +25,7 @@ from vispy.visuals.transforms.base_transform import InverseTransform
 
 from studio.avatar.model import AvatarModel
 from studio.avatar.skeleton import NUM_JOINTS
+from studio.avatar.skinning import Kinematics, batch_rodrigues, vertex_normals
 from studio.frame import FrameState
 
 SKINNING_PATHS = ("gpu", "cpu")
@@ -132,54 +132,6 @@ void main() {
 """
 
 
-def rodrigues(axis_angles: np.ndarray) -> np.ndarray:
-    """Rotation matrices (N, 3, 3) from axis-angle vectors (N, 3)."""
-    angles = np.linalg.norm(axis_angles, axis=1)
-    safe = np.where(angles > 1e-8, angles, 1.0)
-    axes = axis_angles / safe[:, None]
-    x, y, z = axes[:, 0], axes[:, 1], axes[:, 2]
-    zeros = np.zeros_like(x)
-    k = np.stack([zeros, -z, y, z, zeros, -x, -y, x, zeros], axis=1).reshape(-1, 3, 3)
-    s = np.sin(angles)[:, None, None]
-    c = (1.0 - np.cos(angles))[:, None, None]
-    return np.eye(3, dtype=axis_angles.dtype)[None] + s * k + c * (k @ k)
-
-
-class Kinematics:
-    """Forward kinematics for one skeleton, batched per tree depth (a dozen small matmuls, not 55)."""
-
-    def __init__(self, parents: tuple[int, ...], rest_joints: np.ndarray) -> None:
-        self.parents = np.asarray(parents)
-        self.rest_joints = np.asarray(rest_joints, np.float64)
-        depth = np.zeros(len(parents), int)
-        for j in range(1, len(parents)):
-            depth[j] = depth[parents[j]] + 1
-        self.levels = [np.flatnonzero(depth == d) for d in range(1, depth.max() + 1)]
-        self._local = np.zeros((len(parents), 4, 4))
-        self._local[:, 3, 3] = 1.0
-        self._world = np.zeros_like(self._local)
-
-    def skinning_matrices(self, pose: np.ndarray, transl: np.ndarray, joints: np.ndarray | None = None) -> np.ndarray:
-        """(55, 4, 4) matrices mapping rest-space vertices to posed ones (SMPL-X lbs `A`, plus translation).
-
-        `joints` overrides the rest joints for models whose expressions move them (SMPL-X files).
-        """
-        rest = self.rest_joints if joints is None else joints
-        local = self._local
-        local[:, :3, :3] = rodrigues(np.asarray(pose, np.float64))
-        local[0, :3, 3] = rest[0]
-        local[1:, :3, 3] = rest[1:] - rest[self.parents[1:]]
-        world = self._world
-        world[0] = local[0]
-        for level in self.levels:
-            world[level] = world[self.parents[level]] @ local[level]
-        out = world.copy()
-        out[:, :3, 3] -= np.einsum("jab,jb->ja", world[:, :3, :3], rest)
-        out[:, :3, 3] += np.asarray(transl, np.float64)
-        return out
-
-
-@dataclass
 class _FrameCosts:
     morph_ms: float = 0.0
     normals_ms: float = 0.0
@@ -281,7 +233,7 @@ class AvatarMesh:
         arkit = np.asarray(arkit, np.float32)
         pose_feature = None
         if self.pose_basis is not None and pose is not None:
-            rotations = rodrigues(np.asarray(pose[1:], np.float64))
+            rotations = batch_rodrigues(pose[1:])
             pose_feature = (rotations - np.eye(3)).reshape(-1).astype(np.float32)
         if np.array_equal(arkit, self._arkit) and (
             pose_feature is None or np.array_equal(pose_feature, self._pose_feature)
@@ -411,16 +363,6 @@ def _face_components(faces: np.ndarray, vertex_count: int) -> np.ndarray:
                 break
             parent = jumped
     return parent[faces[:, 0]]
-
-
-def vertex_normals(positions: np.ndarray, faces: np.ndarray) -> np.ndarray:
-    """Area-weighted smooth vertex normals (V, 3) float32."""
-    f = faces.astype(np.int64)
-    face_normals = np.cross(positions[f[:, 1]] - positions[f[:, 0]], positions[f[:, 2]] - positions[f[:, 0]])
-    corners = f.ravel()
-    corner_normals = np.repeat(face_normals, 3, axis=0)
-    summed = np.stack([np.bincount(corners, corner_normals[:, c], minlength=len(positions)) for c in range(3)], 1)
-    return (summed / np.maximum(np.linalg.norm(summed, axis=1, keepdims=True), 1e-12)).astype(np.float32)
 
 
 class AvatarVisual(Visual):

@@ -30,23 +30,45 @@ def batch_rodrigues(rotvecs: np.ndarray) -> np.ndarray:
     return np.eye(3)[None] + sin * k + (1 - cos) * (k @ k)
 
 
-def rigid_transforms(rotmats: np.ndarray, joints: np.ndarray, parents: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
-    """World transforms of the posed skeleton.
+class Kinematics:
+    """Forward kinematics of one skeleton, batched per tree depth (a dozen small matmuls, not 55)."""
 
-    Returns (skinning matrices (J, 4, 4) that map rest-pose points to posed points,
-    posed joint positions (J, 3)).
-    """
-    count = len(parents)
-    world = np.empty((count, 4, 4), rotmats.dtype)
-    for j in range(count):
-        local = np.eye(4, dtype=rotmats.dtype)
-        local[:3, :3] = rotmats[j]
-        local[:3, 3] = joints[j] - (joints[parents[j]] if j else 0.0)
-        world[j] = local if j == 0 else world[parents[j]] @ local
-    posed_joints = world[:, :3, 3].copy()
-    skinning = world.copy()
-    skinning[:, :3, 3] -= np.einsum("jab,jb->ja", world[:, :3, :3], joints)
-    return skinning, posed_joints
+    def __init__(self, parents: tuple[int, ...], rest_joints: np.ndarray) -> None:
+        self.parents = np.asarray(parents)
+        self.rest_joints = np.asarray(rest_joints, np.float64)
+        depth = np.zeros(len(parents), int)
+        for j in range(1, len(parents)):
+            depth[j] = depth[parents[j]] + 1
+        self.levels = [np.flatnonzero(depth == d) for d in range(1, depth.max() + 1)]
+
+    def transforms(
+        self, rotmats: np.ndarray, transl: np.ndarray | None = None, joints: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(skinning matrices (J, 4, 4) mapping rest-pose points to posed ones, posed joints (J, 3)).
+
+        The skinning matrices are SMPL-X lbs' `A` plus the root translation; `joints`
+        overrides the rest joints for models whose expressions move them.
+        """
+        rest = self.rest_joints if joints is None else np.asarray(joints, np.float64)
+        count = len(self.parents)
+        local = np.zeros((count, 4, 4))
+        local[:, 3, 3] = 1.0
+        local[:, :3, :3] = rotmats
+        local[0, :3, 3] = rest[0]
+        local[1:, :3, 3] = rest[1:] - rest[self.parents[1:]]
+        world = np.empty_like(local)
+        world[0] = local[0]
+        for level in self.levels:
+            world[level] = world[self.parents[level]] @ local[level]
+        offset = np.zeros(3) if transl is None else np.asarray(transl, np.float64)
+        posed_joints = world[:, :3, 3] + offset
+        skinning = world
+        skinning[:, :3, 3] += offset - np.einsum("jab,jb->ja", world[:, :3, :3], rest)
+        return skinning, posed_joints
+
+    def skinning_matrices(self, pose: np.ndarray, transl: np.ndarray | None = None, joints: np.ndarray | None = None):
+        """Skinning matrices (J, 4, 4) for an axis-angle pose (J, 3)."""
+        return self.transforms(batch_rodrigues(pose), transl, joints)[0]
 
 
 def _padded(values: np.ndarray | None, size: int) -> np.ndarray:
@@ -77,11 +99,10 @@ def lbs(
     if model.pose_dirs is not None:
         feature = (rotmats[1:] - np.eye(3)).reshape(-1)
         shaped = shaped + model.pose_dirs.astype(np.float64) @ feature
-    skinning, posed_joints = rigid_transforms(rotmats, joints, model.parents)
+    skinning, posed_joints = Kinematics(model.parents, joints).transforms(rotmats, _padded(transl, 3))
     per_vertex = (model.skin_weights.astype(np.float64) @ skinning.reshape(NUM_JOINTS, 16)).reshape(-1, 4, 4)
     vertices = np.einsum("vab,vb->va", per_vertex[:, :3, :3], shaped) + per_vertex[:, :3, 3]
-    offset = _padded(transl, 3)
-    return vertices + offset, posed_joints + offset
+    return vertices, posed_joints
 
 
 class PosedMesh(NamedTuple):
@@ -100,6 +121,7 @@ class Poser:
         )
         self.rest_vertices = shaped.astype(np.float32)
         self.rest_joints = model.joint_regressor.astype(np.float64) @ shaped
+        self.kinematics = Kinematics(model.parents, self.rest_joints)
         expr = model.expr_dirs.astype(np.float32)
         moved = np.flatnonzero(np.abs(expr).reshape(expr.shape[0], -1).max(axis=1) > 0)
         self.morph_vertices = moved
@@ -132,10 +154,8 @@ class Poser:
             joints = joints + self._joint_expr @ np.asarray(arkit, np.float64)
         full_pose = np.zeros((NUM_JOINTS, 3)) if pose is None else np.asarray(pose, np.float64).reshape(NUM_JOINTS, 3)
         rotmats = batch_rodrigues(full_pose)
-        skinning, posed_joints = rigid_transforms(rotmats, joints, self.model.parents)
-        offset = _padded(transl, 3)
-        skinning[:, :3, 3] += offset
-        return skinning.astype(np.float32), (posed_joints + offset).astype(np.float32), rotmats
+        skinning, posed_joints = self.kinematics.transforms(rotmats, _padded(transl, 3), joints)
+        return skinning.astype(np.float32), posed_joints.astype(np.float32), rotmats
 
     def pose(self, arkit: np.ndarray | None, pose: np.ndarray | None, transl: np.ndarray | None = None) -> PosedMesh:
         """Posed vertices, skinning matrices and joints for one frame."""
@@ -156,12 +176,11 @@ def _top_joints(weights: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     return order.astype(np.int32), top
 
 
-def vertex_normals(vertices: np.ndarray, faces: np.ndarray) -> np.ndarray:
-    """Area-weighted unit vertex normals (V, 3) float32."""
-    tri = vertices[faces]
-    face_normals = np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])
-    normals = np.zeros_like(vertices, dtype=np.float32)
-    for corner in range(3):
-        np.add.at(normals, faces[:, corner], face_normals)
-    length = np.linalg.norm(normals, axis=1, keepdims=True)
-    return (normals / np.maximum(length, 1e-12)).astype(np.float32)
+def vertex_normals(positions: np.ndarray, faces: np.ndarray) -> np.ndarray:
+    """Area-weighted smooth vertex normals (V, 3) float32."""
+    f = faces.astype(np.int64)
+    face_normals = np.cross(positions[f[:, 1]] - positions[f[:, 0]], positions[f[:, 2]] - positions[f[:, 0]])
+    corners = f.ravel()
+    corner_normals = np.repeat(face_normals, 3, axis=0)
+    summed = np.stack([np.bincount(corners, corner_normals[:, c], minlength=len(positions)) for c in range(3)], 1)
+    return (summed / np.maximum(np.linalg.norm(summed, axis=1, keepdims=True), 1e-12)).astype(np.float32)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from render.avatar_visual import AvatarMesh, Kinematics, _two_sided_faces, vertex_normals
+from render.avatar_visual import AvatarMesh, _two_sided_faces
 from studio.avatar.arkit import ARKIT_NAMES
 from studio.avatar.skeleton import JOINT_INDEX, NUM_JOINTS, PARENTS
+from studio.avatar.skinning import Kinematics, vertex_normals
 
 
 def _weights(**named: float) -> np.ndarray:
