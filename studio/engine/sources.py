@@ -91,6 +91,17 @@ class AudioSource:
         raise NotImplementedError
 
 
+def _close_stream(stream) -> None:
+    """Abort and close a PortAudio stream; a vanished device may refuse, and the stream is gone either way."""
+    if stream is None:
+        return
+    try:
+        stream.abort()
+        stream.close()
+    except Exception:  # noqa: BLE001 - PortAudio raises its own error types for a lost device
+        pass
+
+
 # ---------------------------------------------------------------- streaming resampler
 
 class StreamResampler:
@@ -312,13 +323,8 @@ class _PlayedAudio(AudioSource):
         self._notify()
 
     def stop(self) -> None:
-        stream, self._stream = self._stream, None
-        if stream is not None:
-            try:
-                stream.abort()
-                stream.close()
-            except Exception:  # a vanished device may refuse to close; the stream is gone either way
-                pass
+        _close_stream(self._stream)
+        self._stream = None
         self._timer_start = None
         self._state = "stopped"
 
@@ -510,13 +516,8 @@ class MicrophoneSource(AudioSource):
         self._notify()
 
     def stop(self) -> None:
-        stream, self._stream = self._stream, None
-        if stream is not None:
-            try:
-                stream.abort()
-                stream.close()
-            except Exception:  # the device may already be gone
-                pass
+        _close_stream(self._stream)
+        self._stream = None
         if self._state != "error":
             self._state = "stopped"
 
