@@ -53,6 +53,10 @@ MATERIALS = {
     "shoes": Material(COLORS["shoes"], 0.20, 20.0),
 }
 NUM_BETAS = 10
+HEAD_SCALE = 1.10  # a slightly large head reads friendlier and keeps the face legible in a full-body shot
+HEAD_PIVOT = np.array([0.0, head.HEAD_BOTTOM_Y, 0.0])
+HEAD_KEYS = ("head", "eye", "upper_lid", "lower_lid", "brow", "ear", "hair", "upper_teeth", "lower_teeth", "tongue",
+             "throat")
 
 
 class Assembly:
@@ -120,6 +124,7 @@ def assemble() -> tuple[Assembly, np.ndarray]:
     assembly.add_symmetric("hair", head.hair_cap())
     for key, part in zip(("upper_teeth", "lower_teeth", "tongue"), head.teeth_and_tongue()):
         assembly.add_symmetric(key, part)
+    assembly.add_symmetric("throat", head.throat_wall())
     assembly.add_symmetric("neck", body.neck())
     assembly.add_symmetric("torso", body.torso())
     assembly.add_pair("arm", body.left_arm())
@@ -152,6 +157,20 @@ def _skin_weights(assembly: Assembly, rig: FaceRig) -> np.ndarray:
     return weights
 
 
+def _head_mask(assembly: Assembly) -> np.ndarray:
+    mask = np.zeros(assembly.count, bool)
+    for key in HEAD_KEYS:
+        for full in (key, f"left_{key}", f"right_{key}"):
+            if full in assembly.ranges:
+                mask[assembly.ranges[full]] = True
+    return mask
+
+
+def _enlarge_head(point: np.ndarray) -> np.ndarray:
+    """Scale about the bottom of the head: the face is sculpted at natural size, then the whole head grows."""
+    return HEAD_PIVOT + HEAD_SCALE * (point - HEAD_PIVOT)
+
+
 def _regressor(assembly: Assembly, vertices: np.ndarray, still: np.ndarray, eye: np.ndarray) -> np.ndarray:
     """Each joint is a non-negative weighted mean of nearby vertices that no expression moves."""
     r = assembly.ranges
@@ -164,7 +183,7 @@ def _regressor(assembly: Assembly, vertices: np.ndarray, still: np.ndarray, eye:
         "spine3": (np.array([0.0, 1.28, -0.004]), r["torso"], 96),
         "neck": (np.array([0.0, 1.45, -0.018]), r["neck"], 64),
         "head": (np.array([0.0, 1.535, -0.018]), r["neck"], 64),
-        "jaw": (JAW_HINGE, head_region, 120),
+        "jaw": (_enlarge_head(JAW_HINGE), head_region, 120),
     }
     for side, sign in (("left", 1.0), ("right", -1.0)):
         mirror = np.array([sign, 1.0, 1.0])
@@ -246,6 +265,10 @@ def build() -> AvatarModel:
     labels = _labels(assembly, vertices, tags)
     rig = FaceRig(vertices, labels, PART_NAMES, tags, twin, eye)
     expr = expression_dirs(rig)
+    head_parts = _head_mask(assembly)
+    vertices[head_parts] = _enlarge_head(vertices[head_parts])
+    expr[head_parts] *= HEAD_SCALE
+    eye = _enlarge_head(eye)
     still = ~np.any(expr != 0, axis=(1, 2))
     regressor = _regressor(assembly, vertices, still, eye)
     return AvatarModel(

@@ -38,7 +38,7 @@ def body_poses() -> dict[str, np.ndarray]:
     poses["relaxed"] = relaxed
     waving = relaxed.copy()
     waving[JOINT_INDEX["right_shoulder"]] = (0, 0, -0.3)
-    waving[JOINT_INDEX["right_elbow"]] = (0, 1.6, 0)
+    waving[JOINT_INDEX["right_elbow"]] = (0, 0, -1.5)  # forearm up, in the plane of the raised arm
     poses["waving"] = waving
     fist = relaxed.copy()
     pointing = relaxed.copy()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .geometry import Part, chain_weights, loft, outward, smoothstep
+from .head import CENTRE, HEAD_BOTTOM_Y, LOWER_FACE_SCALE, SEMI_AXES
 from .palette import COLORS
 
 SHOULDER = np.array([0.175, 1.405, -0.02])
@@ -32,7 +33,7 @@ THUMB_LENGTHS = (0.040, 0.032, 0.027)
 
 
 def _profile(samples: np.ndarray, keys: list[tuple[float, float, float]]) -> tuple[np.ndarray, np.ndarray]:
-    at, a, b = (np.array(column) for column in zip(*keys))
+    at, a, b = (np.array(column) for column in zip(*sorted(keys)))  # np.interp needs increasing sample points
     return np.interp(samples, at, a), np.interp(samples, at, b)
 
 
@@ -51,10 +52,10 @@ def _tube(label: str, centres: np.ndarray, axis_u, axis_v, half_u, half_v, segme
 def torso() -> Part:
     """Shirt over the chest, trousers below the belt; one closed superellipse loft."""
     y = np.concatenate([np.linspace(0.80, 0.86, 4), np.linspace(0.875, 1.40, 36), np.linspace(1.41, 1.485, 6)])
-    keys = [(0.80, 0.07, 0.06), (0.84, 0.135, 0.085), (0.90, 0.150, 0.098), (0.96, 0.152, 0.100),
-            (1.05, 0.146, 0.095), (1.12, 0.148, 0.098), (1.22, 0.160, 0.108), (1.30, 0.168, 0.110),
-            (1.36, 0.172, 0.100), (1.40, 0.160, 0.085), (1.44, 0.115, 0.065), (1.47, 0.070, 0.056),
-            (1.485, 0.04, 0.04)]
+    keys = [(0.80, 0.04, 0.04), (0.83, 0.10, 0.075), (0.87, 0.145, 0.090), (0.90, 0.152, 0.096), (0.96, 0.150, 0.098),
+            (1.05, 0.142, 0.094), (1.12, 0.146, 0.097), (1.22, 0.158, 0.106), (1.30, 0.166, 0.108),
+            (1.36, 0.170, 0.100), (1.40, 0.165, 0.090), (1.43, 0.150, 0.078), (1.45, 0.100, 0.062),
+            (1.46, 0.055, 0.048), (1.485, 0.04, 0.04)]
     half_x, half_z = _profile(y, keys)
     centres = np.stack([np.zeros_like(y), y, -0.012 + 0.012 * np.sin((y - 0.8) * 4.0)], -1)
     part = _tube("shirt", centres, (1.0, 0, 0), (0, 0, 1.0), half_x, half_z, 48, COLORS["shirt"], exponent=2.4)
@@ -86,12 +87,16 @@ def _joint(name: str) -> int:
 
 
 def neck() -> Part:
-    y = np.linspace(1.37, 1.585, 14)
+    y = np.unique(np.r_[np.linspace(1.37, 1.585, 14), HEAD_BOTTOM_Y - 0.003, HEAD_BOTTOM_Y + 0.004])
     centres = np.stack([np.zeros_like(y), y, np.interp(y, [1.37, 1.46, 1.585], [-0.018, -0.020, -0.030])], -1)
     radius = np.interp(y, [1.37, 1.45, 1.50, 1.585], [0.058, 0.049, 0.046, 0.036])
     part = _tube("skin", centres, (1.0, 0, 0), (0, 0, 1.0), radius, radius * 1.06, 32, COLORS["skin"])
-    inside_head = part.vertices[:, 1] > 1.52  # seen only through an open mouth: paint it as the mouth's inside
-    part.colors[inside_head] = COLORS["mouth"]
+    head_space = (part.vertices - CENTRE) / (SEMI_AXES * np.array([0.9, LOWER_FACE_SCALE, 1.0]))
+    facing = (part.vertices[:, 2] - part.tags["axis"][:, 2]) / (radius.max() * 1.06)
+    depth_in_head = (head_space ** 2).sum(axis=1)
+    under_chin = (part.vertices[:, 1] > HEAD_BOTTOM_Y + 0.006) & (facing > 0.75) & (depth_in_head < 1.0)
+    inside_head = (depth_in_head < 0.75) | under_chin  # seen only through an open mouth: throat
+    part.colors[inside_head] = COLORS["throat"]
     part.weights = chain_weights(part.vertices[:, 1], ["spine3", "neck", "head"], [1.43, 1.535], [0.03, 0.03])
     return part
 
@@ -99,11 +104,11 @@ def neck() -> Part:
 def left_arm() -> Part:
     x = np.concatenate([np.linspace(0.10, SLEEVE_END_X, 14), [SLEEVE_END_X + 0.002],
                         np.linspace(SLEEVE_END_X + 0.01, WRIST[0] + 0.02, 16)])
-    keys = [(0.10, 0.062, 0.062), (0.175, 0.058, 0.055), (0.26, 0.052, 0.048), (SLEEVE_END_X, 0.050, 0.046),
-            (SLEEVE_END_X + 0.002, 0.043, 0.039), (0.44, 0.038, 0.035), (0.52, 0.039, 0.034),
-            (0.66, 0.028, 0.021), (WRIST[0] + 0.02, 0.026, 0.019)]
+    keys = [(0.10, 0.048, 0.044), (0.14, 0.058, 0.050), (0.175, 0.060, 0.053), (0.26, 0.056, 0.052),
+            (SLEEVE_END_X, 0.054, 0.050), (SLEEVE_END_X + 0.002, 0.046, 0.042), (0.44, 0.041, 0.038),
+            (0.52, 0.043, 0.038), (0.66, 0.031, 0.024), (WRIST[0] + 0.02, 0.028, 0.020)]
     half_z, half_y = _profile(x, keys)
-    centres = np.stack([x, np.interp(x, [0.1, 0.175, 0.7], [1.395, 1.405, 1.405]),
+    centres = np.stack([x, np.interp(x, [0.1, 0.175, 0.7], [1.385, 1.397, 1.405]),
                         np.interp(x, [0.1, 0.44, 0.7], [-0.02, -0.025, -0.02])], -1)
     part = _tube("shirt", centres, (0, 0, 1.0), (0, 1.0, 0), half_z, half_y, 28, COLORS["shirt"])
     skin = part.vertices[:, 0] > SLEEVE_END_X + 0.001
@@ -161,8 +166,9 @@ def left_hand() -> list[Part]:
 
 def left_leg() -> Part:
     y = np.concatenate([np.linspace(1.0, 0.06, 40)])
-    keys = [(1.0, 0.084, 0.092), (0.90, 0.086, 0.092), (0.70, 0.072, 0.076), (0.52, 0.054, 0.056),
-            (0.42, 0.056, 0.060), (0.30, 0.050, 0.052), (0.15, 0.044, 0.046), (0.06, 0.042, 0.044)]
+    keys = [(1.0, 0.080, 0.090), (0.90, 0.080, 0.090), (0.80, 0.077, 0.084), (0.70, 0.070, 0.076),
+            (0.55, 0.058, 0.062), (0.50, 0.056, 0.060), (0.42, 0.059, 0.064), (0.30, 0.053, 0.056),
+            (0.15, 0.046, 0.048), (0.06, 0.044, 0.046)]
     half_x, half_z = _profile(y, keys)
     centres = np.stack([np.interp(y, [0.06, 0.5, 1.0], [ANKLE[0], KNEE[0], 0.082]), y,
                         np.interp(y, [0.06, 0.5, 1.0], [ANKLE[2], KNEE[2], 0.0])], -1)

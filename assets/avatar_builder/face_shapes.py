@@ -53,6 +53,8 @@ class FaceRig:
         self.bag = tags["bag_ring"] > 0
         self.teeth = label == "teeth"
         self.tongue = label == "tongue"
+        self.throat = (label == "mouth") & ~self.bag
+        self.inner = self.teeth | self.tongue | self.throat
         self.brows = label == "brows"
         self.lids = label == "eyelids"
         self.eyeballs = label == "eyes"
@@ -69,7 +71,7 @@ class FaceRig:
         skin = (inside * tags["below_seam"] + (1 - inside) * smooth) * smoothstep(-0.012, 0.035, z)
         weight = np.where(self.skin, skin, 0.0)
         weight = np.where(self.bag, smoothstep(0.35, -0.35, tags["bag_alpha"]), weight)
-        weight = np.where(self.teeth | self.tongue, tags["jaw"], weight)
+        weight = np.where(self.inner, tags["jaw"], weight)
         return weight
 
     def lip_zone(self) -> np.ndarray:
@@ -148,12 +150,16 @@ def left_and_centre_shapes(rig: FaceRig) -> dict[str, np.ndarray]:
         under_eye, (0.0, 0.0030, 0.0010))
     shapes["eyeWideLeft"] = rig.lid_motion(lambda a: 0.24 * _lid_shape(a), lambda a: -0.06 * _lid_shape(a))
 
-    jaw_parts = rig.jaw * (rig.mouth_parts | rig.teeth | rig.tongue)
+    jaw_parts = rig.jaw * (rig.mouth_parts | rig.inner)
     shapes["jawForward"] = rig.along(jaw_parts, (0.0, 0.0, 0.008))
     shapes["jawLeft"] = rig.along(jaw_parts, (0.009, 0.0, 0.0))
     shapes["jawOpen"] = rig.jaw_rotation(jaw_parts)
     full = rig.jaw_rotation(np.ones(len(p)))
-    shapes["mouthClose"] = lips[:, None] * (0.5 * upper[:, None] * full - 0.5 * lower[:, None] * shapes["jawOpen"])
+    # only the lips close, the chin stays with the open jaw (else the lower teeth show below the lip)
+    # teeth, tongue and throat ride with the skin around them, so the sealed lip still covers the lower teeth
+    lip_seal = np.where(rig.mouth_parts | rig.inner, _zone(p, (0.0, MOUTH_Y), (0.036, 0.018), plateau=0.5), 0.0)
+    lip_seal *= np.where(rig.bag, np.interp(rig.tags["bag_ring"], [1, 2, 3], [1.0, 0.6, 0.0]), 1.0)
+    shapes["mouthClose"] = lip_seal[:, None] * (0.5 * upper[:, None] * full - 0.5 * lower[:, None] * shapes["jawOpen"])
 
     narrow = -x * lips
     rise = np.where(rig.mouth_parts, upper * 0.004 - lower * 0.006, 0.0) * lips

@@ -11,10 +11,12 @@ from .palette import COLORS
 
 CENTRE = np.array([0.0, 1.592, 0.004])
 SEMI_AXES = np.array([0.078, 0.118, 0.096])
-MOUTH_Y = 1.506
+MOUTH_Y = 1.513
 MOUTH_HALF_WIDTH = 0.025
-EYE_RADIUS = 0.0145
-EYE_X, EYE_Y = 0.034, 1.592
+EYE_RADIUS = 0.0156
+EYE_X, EYE_Y = 0.0325, 1.592
+LOWER_FACE_SCALE = 0.91  # the lower half of the head is shorter than the cranium: a friendlier, younger face
+HEAD_BOTTOM_Y = CENTRE[1] - LOWER_FACE_SCALE * SEMI_AXES[1]
 UPPER_LID_RADIUS = 1.13 * EYE_RADIUS
 LOWER_LID_RADIUS = 1.11 * EYE_RADIUS
 LID_SPAN = 1.25
@@ -30,11 +32,12 @@ def _direction(phi: np.ndarray, polar: np.ndarray) -> np.ndarray:
 def base_surface(phi: np.ndarray, polar: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Undisplaced head surface (points, unit normals): an ellipsoid with the lower face pushed forward."""
     d = _direction(phi, polar)
-    points = CENTRE + SEMI_AXES * d
-    normals = d / SEMI_AXES
+    semi_axes = SEMI_AXES * np.where(d[..., 1:2] < 0, [1.0, LOWER_FACE_SCALE, 1.0], 1.0)
+    points = CENTRE + semi_axes * d
+    normals = d / semi_axes
     normals /= np.linalg.norm(normals, axis=-1, keepdims=True)
     front = np.clip(np.cos(phi), 0, None) ** 2 * np.clip(np.sin(polar), 0, None)
-    lower_face = smoothstep(1.60, 1.53, points[..., 1]) * smoothstep(1.455, 1.50, points[..., 1])
+    lower_face = smoothstep(1.60, 1.53, points[..., 1]) * smoothstep(1.465, 1.505, points[..., 1])
     points[..., 2] += 0.013 * front * lower_face
     narrow = smoothstep(1.56, 1.47, points[..., 1])
     points[..., 0] *= 1.0 - 0.10 * narrow
@@ -53,20 +56,20 @@ def face_relief(q: np.ndarray, normals: np.ndarray) -> np.ndarray:
     """Displacement along the normal that sculpts sockets, nose, lips, chin and cheeks."""
     front = smoothstep(0.15, 0.45, normals[..., 2])
     y = q[..., 1]
-    bridge = (0.001 + 0.007 * smoothstep(1.592, 1.545, y)) * smoothstep(1.530, 1.540, y) * smoothstep(1.605, 1.588, y)
+    bridge = (0.001 + 0.0055 * smoothstep(1.592, 1.553, y)) * smoothstep(1.538, 1.548, y) * smoothstep(1.605, 1.588, y)
     relief = (
         -0.0075 * _bump2(q, EYE_X, EYE_Y, 0.021, 0.016, mirrored=True)
         + 0.0030 * _bump2(q, EYE_X, EYE_Y + 0.022, 0.030, 0.011, mirrored=True)
         + bridge * np.clip(1 - (q[..., 0] / 0.009) ** 2, 0, None) ** 2
-        + 0.0070 * _bump2(q, 0.0, 1.540, 0.012, 0.011)
-        + 0.0040 * _bump2(q, 0.0120, 1.535, 0.008, 0.007, mirrored=True)
-        - 0.0020 * _bump2(q, 0.0, 1.522, 0.012, 0.006)
+        + 0.0058 * _bump2(q, 0.0, 1.548, 0.012, 0.010)
+        + 0.0040 * _bump2(q, 0.0115, 1.543, 0.008, 0.007, mirrored=True)
+        - 0.0020 * _bump2(q, 0.0, MOUTH_Y + 0.016, 0.012, 0.006)
         + 0.0050 * _bump2(q, 0.0, MOUTH_Y + 0.0055, 0.031, 0.0085)
         + 0.0060 * _bump2(q, 0.0, MOUTH_Y - 0.0065, 0.028, 0.0090)
         - 0.0012 * _bump2(q, 0.0, MOUTH_Y, 0.030, 0.0022)
         - 0.0030 * _bump2(q, 0.027, MOUTH_Y, 0.007, 0.007, mirrored=True)
         - 0.0020 * _bump2(q, 0.0, MOUTH_Y - 0.018, 0.020, 0.005)
-        + 0.0060 * _bump2(q, 0.0, 1.474, 0.024, 0.020)
+        + 0.0060 * _bump2(q, 0.0, HEAD_BOTTOM_Y + 0.002, 0.024, 0.020)
         + 0.0045 * _bump2(q, 0.043, 1.550, 0.028, 0.026, mirrored=True)
     )
     return relief * front
@@ -100,8 +103,7 @@ def head_skin() -> Part:
     count = len(vertices)
     top = CENTRE + np.array([0, SEMI_AXES[1], 0])
     bottom_pole = vertices[(ROWS - 1) * COLUMNS:].mean(axis=0) - np.array([0, 0.004, 0])
-    gap = 0.0007 * (1 - (seam[inside, 0] / MOUTH_HALF_WIDTH) ** 2)
-    lower_copies = seam[inside] - np.stack([np.zeros_like(gap), gap, np.zeros_like(gap)], -1)
+    lower_copies = seam[inside] - np.array([0.0, 2e-5, 0.0])  # lips meet at rest (apart only to pair mirror twins)
     vertices = np.concatenate([vertices, [top, bottom_pole], lower_copies])
     faces = grid_faces(ROWS, COLUMNS, wrap=True)
     faces = np.concatenate([faces, cap_faces(0, COLUMNS, count, flip=True),
@@ -204,7 +206,7 @@ def _skin_colors(vertices: np.ndarray, tags: dict[str, np.ndarray]) -> np.ndarra
     front = vertices[:, 2] > 0.03
     blush = 0.35 * _bump2(vertices, 0.045, 1.548, 0.020, 0.016, mirrored=True) * front
     colors += blush[:, None] * (np.array([0.95, 0.60, 0.58]) - skin)
-    nostril = np.clip(_bump2(vertices, 0.0072, 1.528, 0.0040, 0.0028, mirrored=True), 0, 1) * front
+    nostril = np.clip(_bump2(vertices, 0.0070, 1.536, 0.0040, 0.0028, mirrored=True), 0, 1) * front
     colors += nostril[:, None] * (np.array([0.45, 0.25, 0.22]) - colors)
     lips = lip_mask(vertices) * front
     colors += lips[:, None] * (np.asarray(COLORS["lips"]) - colors)
@@ -228,7 +230,7 @@ def seam_front_z() -> float:
 def teeth_and_tongue() -> list[Part]:
     z_front = seam_front_z()
     parts = []
-    for lower, (centre_y, back) in enumerate(((MOUTH_Y + 0.0042, 0.0058), (MOUTH_Y - 0.0050, 0.0078))):
+    for lower, (centre_y, back) in enumerate(((MOUTH_Y + 0.0040, 0.0075), (MOUTH_Y - 0.0048, 0.0102))):
         x = np.linspace(-0.018, 0.018, 21)
         z = z_front - back - 34.0 * x ** 2
         centres = np.stack([x, np.full_like(x, centre_y), z], -1)
@@ -256,6 +258,24 @@ def teeth_and_tongue() -> list[Part]:
     parts.append(Part("tongue", vertices, outward(vertices, faces), colors, one_joint(len(vertices), "head"),
                       {"jaw": np.ones(len(vertices)), "tongue_t": np.r_[np.repeat(t, 20), [0.0, 1.0]]}))
     return parts
+
+
+def throat_wall() -> Part:
+    """A dark closed lens at the back of the mouth: an open jaw shows throat, never the neck or shirt behind.
+
+    Its lower half follows the jaw (tag `jaw`), so it keeps covering the opening as the mouth opens.
+    """
+    z_front = seam_front_z()
+    y = np.linspace(MOUTH_Y - 0.042, MOUTH_Y + 0.020, 14)
+    t = (y - y[0]) / (y[-1] - y[0])
+    round_ends = np.sqrt(np.clip(1 - (2 * t - 1) ** 2, 0.03, 1))
+    lean_back = 0.4 * np.clip(MOUTH_Y - y, 0, None)  # the lower end tucks into the neck, out of sight at rest
+    centres = np.stack([np.zeros_like(y), y, z_front - 0.053 - lean_back], -1)
+    vertices, faces = loft(centres, np.tile([1.0, 0, 0], (14, 1)), np.tile([0, 0, 1.0], (14, 1)),
+                           0.024 * round_ends, 0.005 * round_ends, 20)
+    colors = np.tile(np.asarray(COLORS["throat"]), (len(vertices), 1))
+    jaw = smoothstep(MOUTH_Y + 0.004, MOUTH_Y - 0.010, vertices[:, 1])
+    return Part("mouth", vertices, outward(vertices, faces), colors, one_joint(len(vertices), "head"), {"jaw": jaw})
 
 
 def skin_point(x: float, y: float, skin: Part) -> np.ndarray:
@@ -287,8 +307,8 @@ def left_eyeball(centre: np.ndarray) -> Part:
     vertices = centre + EYE_RADIUS * np.concatenate([rings, [[0, 0, 1.05]], [[0, 0, -1.0]]])
     faces = grid_faces(len(theta), segments, wrap=True)
     pole_front, pole_back = len(rings), len(rings) + 1
-    faces = np.concatenate([faces, cap_faces(0, segments, pole_front, flip=False),
-                            cap_faces((len(theta) - 1) * segments, segments, pole_back, flip=True)])
+    faces = np.concatenate([faces, cap_faces(0, segments, pole_front, flip=True),
+                            cap_faces((len(theta) - 1) * segments, segments, pole_back, flip=False)])
     polar = np.r_[np.repeat(theta, segments), [0.0, np.pi]]
     colors = np.tile(np.asarray(COLORS["sclera"]), (len(vertices), 1))
     iris = polar < 0.55

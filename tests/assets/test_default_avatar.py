@@ -132,3 +132,40 @@ def test_smplx_loads_it_unpatched_and_agrees_with_our_skinning(model, tmp_path):
                       right_hand_pose=tensor(pose[40:55].ravel()), transl=tensor(transl))
     ours, _ = lbs(model, betas, expression, pose, transl)
     np.testing.assert_allclose(output.vertices[0].numpy(), ours, atol=1e-4)
+
+
+def _pieces(faces: np.ndarray, vertex_count: int) -> np.ndarray:
+    """Connected-component label of each face (union-find over shared vertices)."""
+    parent = np.arange(vertex_count)
+
+    def root(i):
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for a, b, c in faces:
+        ra, rb, rc = root(a), root(b), root(c)
+        parent[rb] = ra
+        parent[root(rc)] = ra
+    return np.array([root(a) for a in faces[:, 0]])
+
+
+def test_closed_pieces_are_wound_outward(model):
+    faces = model.faces.astype(np.int64)
+    vertices = model.v_template.astype(np.float64)
+    pieces = _pieces(faces, len(vertices))
+    closed = 0
+    for piece in np.unique(pieces):
+        selected = faces[pieces == piece]
+        directed = selected[:, [0, 1, 1, 2, 2, 0]].reshape(-1, 2)
+        undirected, counts = np.unique(np.sort(directed, axis=1), axis=0, return_counts=True)
+        if (counts == 1).any():
+            continue  # an open sheet (eyelid shell): drawn from both sides
+        closed += 1
+        parts = sorted(set(np.asarray(model.part_names)[model.part_labels[np.unique(selected)]]))
+        assert len(np.unique(directed, axis=0)) == len(directed), f"{parts}: neighbouring faces wind opposite ways"
+        tri = vertices[selected]
+        volume = np.einsum("ij,ij->i", tri[:, 0], np.cross(tri[:, 1], tri[:, 2])).sum() / 6.0
+        assert volume > 0, f"{parts}: wound inward (signed volume {volume:.2e} m³)"
+    assert closed >= 30
