@@ -30,7 +30,7 @@ run: setup
 	fi
 
 demo: setup
-	$(STUDIO) render --out demo.mp4
+	$(STUDIO) render --out demo.mp4 --cue 1
 	@echo "Wrote $$(pwd)/demo.mp4"
 
 test: setup-dev

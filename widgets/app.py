@@ -77,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     render.add_argument("--out", required=True, type=_output_file, help="output .mp4 file")
     render.add_argument("--audio", type=_existing_file, help="speech audio the avatar says (muxed into the video)")
     render.add_argument("--text", help="a line the avatar speaks through on-device TTS")
+    render.add_argument("--cue", type=int, metavar="N", help="speak the default persona's cue line N (from 1)")
     render.add_argument("--duration", type=_positive, default=6.0, help="seconds of idle animation (no audio/text)")
     render.add_argument("--fps", type=_positive, default=30.0)
     render.add_argument("--size", type=_size, default=(1280, 720), help="WIDTHxHEIGHT (default 1280x720)")

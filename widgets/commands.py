@@ -48,11 +48,17 @@ def _speech_frames(args: argparse.Namespace):
 
         audio, rate = load_audio(args.audio)
         return offline.analyze_audio(args.audio, fps=args.fps), (audio, rate)
-    if args.text is not None:
+    if args.text is not None or args.cue is not None:
         from studio.presets import persona_by_name
 
-        voice = persona_by_name("default").voice
-        clip, frames = offline.analyze_text(args.text, voice.name, voice.rate_wpm, voice.pitch, fps=args.fps)
+        persona = persona_by_name("default")
+        text = args.text
+        if args.cue is not None:
+            if not 1 <= args.cue <= len(persona.cue_lines):
+                raise ValueError(f"--cue {args.cue}: persona {persona.name!r} has cue lines 1..{len(persona.cue_lines)}")
+            text = persona.cue_lines[args.cue - 1]
+        voice = persona.voice
+        clip, frames = offline.analyze_text(text, voice.name, voice.rate_wpm, voice.pitch, fps=args.fps)
         return frames, (clip.audio, clip.sample_rate)
     from studio.animation import IdleAnimator
 
@@ -72,7 +78,7 @@ def render_command(args: argparse.Namespace) -> int:
 
     try:
         frames, audio = _speech_frames(args)
-    except (AudioInputError, SpeechError) as error:
+    except (AudioInputError, SpeechError, ValueError) as error:
         return _fail(str(error))
     from render.video import render_video
 
