@@ -258,7 +258,9 @@ class MainWindow(QMainWindow):
         self._action(view_menu, "&Reset Layout", self.reset_layout)
 
         speech_menu = bar.addMenu("&Speech")
-        self._action(speech_menu, "&Microphone", self.start_microphone, "Ctrl+M")
+        self._action(speech_menu, "&Microphone", lambda: self.start_microphone(), "Ctrl+M")
+        self.microphone_menu = speech_menu.addMenu("Microphone &Device")
+        self.microphone_menu.aboutToShow.connect(self.fill_microphone_menu)
         self._action(speech_menu, "Play Audio &File…", self._choose_audio_file, "Ctrl+Shift+O")
         self._action(speech_menu, "Speak &Text…", self._ask_text, "Ctrl+T")
         speech_menu.addSeparator()
@@ -325,8 +327,23 @@ class MainWindow(QMainWindow):
         self.viewport.set_background(mode)
         self.background_actions[mode].setChecked(True)
 
-    def start_microphone(self) -> bool:
-        return self.engine.start_microphone()
+    def start_microphone(self, device: int | str | None = None) -> bool:
+        return self.engine.start_microphone(device)
+
+    def fill_microphone_menu(self) -> None:
+        """List the input devices each time the menu opens: devices come and go while the studio runs."""
+        self.microphone_menu.clear()
+        try:
+            from studio.engine.sources import input_devices
+
+            devices = input_devices()
+        except Exception as error:  # noqa: BLE001 - PortAudio missing or failing: say so in the menu
+            self.microphone_menu.addAction(f"Audio devices unavailable: {error}").setEnabled(False)
+            return
+        if not devices:
+            self.microphone_menu.addAction("No input device found").setEnabled(False)
+        for index, name in devices:
+            self._action(self.microphone_menu, f"{index}: {name}", lambda _checked=False, i=index: self.start_microphone(i))
 
     def play_audio_file(self, path: str) -> bool:
         return self.engine.play_file(path)

@@ -173,6 +173,17 @@ def test_spoken_text_drives_the_avatar_through_the_real_engine(open_window, qtbo
     assert not engine.running
 
 
+def test_microphone_device_menu_lists_the_inputs_and_starts_the_chosen_one(open_window, qtbot):
+    window = open_window(engine=EngineController())
+    window.fill_microphone_menu()
+    entries = [action for action in window.microphone_menu.actions() if action.isEnabled()]
+    assert entries, "the PulseAudio test services provide input devices"
+    entries[0].trigger()
+    qtbot.waitUntil(lambda: window.source_label.text().startswith("Source: microphone"), timeout=10000)
+    window.stop_speech()
+    assert window.source_label.text() == "Source: idle"
+
+
 def test_run_gui_opens_the_avatar_with_the_presets_latency_target_and_returns_0_when_closed(qapp, studio_home, tmp_path):
     from PySide6.QtCore import QTimer
 
