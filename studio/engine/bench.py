@@ -121,7 +121,13 @@ def bench_engine(seconds: float = 10.0, rounds: int = 3) -> dict:
 def text_to_first_lip_frame_ms(text: str = "Hello, how are you today?", trials: int = 5) -> dict:
     """From asking for speech to the first frame with the mouth open: offline (analyze_text, compute time)
     and live (an Engine given a TextSource: synthesis, start and real-time pacing), silent and, where an
-    output device exists, played (`_played_ms`: pacing by the device's callbacks)."""
+    output device exists, played on the engine's persistent speaker output.
+
+    `_played_ms`: until that frame is produced (pacing by the device's callbacks, which run ahead of the
+    sound by the output latency). `_played_heard_ms`: until the sound that frame depicts reaches the DAC,
+    per the source's media clock: when a renderer presenting at the heard media time shows it. The
+    first played trial is the first sound of a fresh engine (no warm-up is dropped).
+    """
     from studio.engine.offline import analyze_text
     from studio.engine.pipeline import Engine
     from studio.engine.sources import TextSource
@@ -137,24 +143,29 @@ def text_to_first_lip_frame_ms(text: str = "Hello, how are you today?", trials: 
     queue = engine.subscribe(10_000)
     engine.start()
     played: list[float] = []
+    heard: list[float] = []
     try:
-        for play, times in ((False, live), (True, played)):
+        for play, times in ((True, played), (False, live)):
             for _ in range(trials):
                 engine.set_source(None)
                 time.sleep(0.3)
                 queue.drain()
-                start = time.perf_counter()
+                start = time.monotonic()
                 source = TextSource(text, play=play)
                 engine.set_source(source)
                 deadline = start + 10.0
-                while time.perf_counter() < deadline:
+                while time.monotonic() < deadline:
                     frame = queue.get(timeout=0.1)
                     if frame is not None and mouth_openness(frame.arkit) > OPEN_MOUTH:
-                        times.append((time.perf_counter() - start) * 1000.0)
+                        times.append((time.monotonic() - start) * 1000.0)
                         break
-                if source.error:  # no output device: the played figure would be the silent one again
+                if play and source.silent_reason:  # no output device: the played figure would be the silent one
                     played.clear()
                     break
+                if play and times:
+                    time.sleep(0.1)  # a few more DAC observations on the source's clock
+                    depicted = frame.media_time_s - engine.source_start_media_s
+                    heard.append((source.clock.media_to_monotonic(depicted) - start) * 1000.0)
     finally:
         engine.stop()
     result = {
@@ -163,21 +174,23 @@ def text_to_first_lip_frame_ms(text: str = "Hello, how are you today?", trials: 
     }
     if played:
         result["text_to_first_lip_frame_played_ms"] = float(np.median(played))
+        result["text_to_first_lip_frame_played_max_ms"] = float(np.max(played))
+        result["text_to_first_lip_frame_played_heard_ms"] = float(np.median(heard))
+        result["text_to_first_lip_frame_played_trials"] = len(played)
     return result
 
 
 def speech_to_frame(present: Callable | None = None, trials: int = 10, monitor: str = "vsink.monitor") -> dict:
-    """Play silence then a vowel burst into the PulseAudio sink, record it back through the monitor source
-    into a running Engine, and time from the burst leaving the output (its DAC time) to the first frame
-    with the mouth open (after `present(frame)` when given: the render/present step).
+    """Play silence then a vowel burst into the PulseAudio sink (on the engine's persistent speaker output),
+    record it back through the monitor source into the running Engine, and time from the burst's first
+    sample reaching the DAC (the output's DAC time) to the first frame with the mouth open (after
+    `present(frame)` when given: the render/present step).
 
     Only a frame that could have heard the burst counts: its depicted time plus the model's lookahead
     window reaches the burst's place in the captured audio. `speech_to_frame_depicted_minus_sound_ms_median`
     says which instant that frame shows, relative to the sound (a few hops early is the model anticipating
     the mouth movement; the full lookahead early means the mouth was already open in silence).
     """
-    import sounddevice
-
     from studio.engine.pipeline import Engine
     from studio.engine.sources import MicrophoneSource
     from studio.speech.visemes import mouth_openness
@@ -199,22 +212,6 @@ def speech_to_frame(present: Callable | None = None, trials: int = 10, monitor: 
     previous = os.environ.get("PULSE_SOURCE")
     os.environ["PULSE_SOURCE"] = monitor
     rate = 48000
-    burst = _speech_like(0.6, rate)
-    state = {"play": False, "position": 0, "onset": None}
-
-    def output_callback(outdata, frames, time_info, status):
-        outdata[:] = 0.0
-        if state["play"]:
-            position = state["position"]
-            chunk = burst[position:position + frames]
-            outdata[: len(chunk), 0] = chunk
-            if position == 0:
-                latency = time_info.outputBufferDacTime - time_info.currentTime if time_info.currentTime else 0.0
-                state["onset"] = time.monotonic() + (latency if 0 <= latency < 1 else 0.0)
-            state["position"] = position + len(chunk)
-            if state["position"] >= len(burst):
-                state["play"] = False
-
     latencies, depicted = [], []
     try:
         microphone = ProbedMicrophone("pulse")
@@ -222,31 +219,33 @@ def speech_to_frame(present: Callable | None = None, trials: int = 10, monitor: 
         window_s = (engine.model.lookahead_frames + 1) * HOP_S
         queue = engine.subscribe(10_000)
         engine.start()
-        with sounddevice.OutputStream(samplerate=rate, channels=1, dtype="float32", callback=output_callback,
-                                      latency="low"):
+        try:
+            engine.speaker.open()
+            burst = engine.speaker.prepare(_speech_like(0.6, rate), rate)
             for _ in range(trials):
                 time.sleep(0.8)  # silence: the mouth settles
                 queue.drain()
                 microphone.sound_at, microphone.armed = None, True
-                state.update(play=True, position=0, onset=None)
+                clip = engine.speaker.play(burst)
                 deadline = time.monotonic() + 3.0
                 while time.monotonic() < deadline:
                     frame = queue.get(timeout=0.05)
                     sound_at = microphone.sound_at
-                    if frame is None or state["onset"] is None or sound_at is None:
+                    if frame is None or clip.started_at is None or sound_at is None:
                         continue
                     sound_media = engine.source_start_media_s + sound_at / ENGINE_RATE
                     if frame.media_time_s + window_s < sound_media or mouth_openness(frame.arkit) <= OPEN_MOUTH:
                         continue
                     if present is not None:
                         present(frame)
-                    latencies.append((time.monotonic() - state["onset"]) * 1000.0)
+                    latencies.append((time.monotonic() - clip.started_at) * 1000.0)
                     depicted.append((frame.media_time_s - sound_media) * 1000.0)
                     break
                 microphone.armed = False
-                while state["play"]:
+                while not clip.done and time.monotonic() < deadline:
                     time.sleep(0.05)
-        engine.stop()
+        finally:
+            engine.stop()
     finally:
         if previous is None:
             os.environ.pop("PULSE_SOURCE", None)

@@ -19,12 +19,16 @@ import math
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from studio.engine.clock import MediaClock
 from studio.engine.features import resample
 from studio.engine.ring import AudioRing
+
+if TYPE_CHECKING:
+    from studio.engine.output import SpeakerClip, SpeakerOutput
 
 ENGINE_RATE = 16000
 HOP_SAMPLES = ENGINE_RATE // 100  # the engine's 10 ms hop
@@ -51,6 +55,7 @@ class AudioSource:
         self.clock = MediaClock()
         self.error: str | None = None
         self.data_event: threading.Event | None = None  # set after each device callback (the engine waits on it)
+        self.speaker: SpeakerOutput | None = None  # the engine's persistent output, for sources that play sound
         self._state = "stopped"
 
     def _notify(self) -> None:
@@ -157,6 +162,22 @@ class StreamResampler:
         return out.astype(np.float32)
 
 
+def _fast_fft_length(minimum: int) -> int:
+    """The smallest 2^a 3^b 5^c at least `minimum`: an FFT of a length with a large prime factor is many times slower."""
+    best = 1 << max(0, int(minimum - 1).bit_length())
+    power5 = 1
+    while power5 < best:
+        power35 = power5
+        while power35 < best:
+            length = power35
+            while length < minimum:
+                length *= 2
+            best = min(best, length)
+            power35 *= 3
+        power5 *= 5
+    return best
+
+
 def resample_clip(audio: np.ndarray, from_rate: int, to_rate: int) -> np.ndarray:
     """Resample a whole mono clip in the frequency domain: a few ms where the time-domain
     polyphase filter takes tens, so spoken text is ready to play almost as soon as it is synthesised.
@@ -176,8 +197,7 @@ def resample_clip(audio: np.ndarray, from_rate: int, to_rate: int) -> np.ndarray
     up, down = int(to_rate) // divisor, int(from_rate) // divisor
     n_out = -(-len(signal) * up // down)
     pad = -(-int(0.05 * from_rate) // down) * down  # 50 ms, a whole number of output samples long
-    total = len(signal) + 2 * pad
-    total += (-total) % down
+    total = down * _fast_fft_length(-(-(len(signal) + 2 * pad) // down))  # more silence, so both FFTs are fast
     n_fft_out = total // down * up
     spectrum = np.fft.rfft(np.concatenate([np.zeros(pad), signal, np.zeros(total - pad - len(signal))]))
     keep = min(len(spectrum), n_fft_out // 2 + 1)
@@ -255,7 +275,12 @@ def _decode_with_av(path: Path) -> tuple[np.ndarray | None, int, str]:
 # ---------------------------------------------------------------- sources with a known waveform (file, text)
 
 class _PlayedAudio(AudioSource):
-    """A finite waveform released at playback speed; its media clock is the playback position."""
+    """A finite waveform released at playback speed; its media clock is the playback position at the DAC.
+
+    Played on `speaker` (the engine's persistent SpeakerOutput, set before `start()`), or, used on its
+    own, on a private output opened on `start()` and closed on `stop()`. With no output device, or when
+    the device is lost mid-clip, it goes on silently at real-time pace and `status` says why.
+    """
 
     def __init__(self, name: str, audio: np.ndarray, rate: int, play: bool, realtime: bool,
                  engine_audio: np.ndarray | None = None) -> None:
@@ -268,15 +293,23 @@ class _PlayedAudio(AudioSource):
         self.audio = engine_audio
         self.play = play
         self.realtime = realtime
-        self._stream = None
-        self._lock = threading.Lock()
+        self.silent_reason: str | None = None  # why it plays without sound although asked to play
+        self._own_speaker: SpeakerOutput | None = None
+        self._prepared: tuple[tuple[int, int], np.ndarray] | None = None  # (speaker format, clip in it)
+        self._clip: SpeakerClip | None = None
+        self._clip_speaker: SpeakerOutput | None = None  # the output `_clip` plays on
         self._reset_position()
 
     def _reset_position(self) -> None:
-        self._played = 0  # play_rate frames handed to the device
-        self._played_at = 0.0  # monotonic time those frames reach the speaker
         self._read = 0  # ENGINE_RATE samples returned to the engine
+        self.underflows_seen = 0  # speaker underruns during this play (each re-anchors the media clock)
         self._timer_start: float | None = None
+
+    @property
+    def status(self) -> str:
+        if self.error or not self.silent_reason:
+            return super().status
+        return f"{self.name}: {self._state} without sound ({self.silent_reason})"
 
     @property
     def duration_s(self) -> float:
@@ -290,41 +323,37 @@ class _PlayedAudio(AudioSource):
         self.stop()
         self._reset_position()
         self.clock.reset()
-        self.error = None
+        self.error = self.silent_reason = None
         self._state = "playing"
         if not self.realtime:
             return
         if self.play:
             try:
-                self._open_output()
+                self._clip = self._start_playing()
                 return
-            except Exception as error:  # no output device: keep driving the avatar in silence
-                self.error = f"cannot play audio ({error}); animating without sound"
-                self._stream = None
+            except AudioDeviceError as error:  # no output device: keep driving the avatar in silence
+                self.silent_reason = f"cannot play audio: {error}"
         self._timer_start = time.monotonic()
 
-    def _open_output(self) -> None:
-        import sounddevice
+    def _start_playing(self) -> SpeakerClip:
+        from studio.engine.output import SpeakerOutput
 
-        self._stream = sounddevice.OutputStream(
-            samplerate=self.play_rate, channels=self.play_audio.shape[1], dtype="float32",
-            callback=self._output_callback, latency="low", blocksize=self.play_rate // 100)
-        self._stream.start()
-
-    def _output_callback(self, outdata, frames, time_info, status) -> None:
-        position = self._played
-        chunk = self.play_audio[position:position + frames]
-        outdata[: len(chunk)] = chunk
-        outdata[len(chunk):] = 0.0
-        now = time.monotonic()
-        latency = time_info.outputBufferDacTime - time_info.currentTime if time_info.currentTime else 0.0
-        self._played_at = now + latency if 0.0 <= latency < 1.0 else now
-        self._played = position + len(chunk)
-        self._notify()
+        speaker = self.speaker
+        if speaker is None:
+            speaker = self._own_speaker = self._own_speaker or SpeakerOutput()
+        speaker.open()
+        speaker_format = (speaker.sample_rate, speaker.channels)
+        if self._prepared is None or self._prepared[0] != speaker_format:
+            self._prepared = speaker_format, speaker.prepare(self.play_audio, self.play_rate)
+        self._clip_speaker = speaker
+        return speaker.play(self._prepared[1], notify=self.data_event)
 
     def stop(self) -> None:
-        _close_stream(self._stream)
-        self._stream = None
+        clip, self._clip = self._clip, None
+        if clip is not None:
+            self._clip_speaker.cut(clip)
+        if self._own_speaker is not None:
+            self._own_speaker.close()
         self._timer_start = None
         self._state = "stopped"
 
@@ -334,16 +363,32 @@ class _PlayedAudio(AudioSource):
         due = self._timer_start + (self._read + HOP_SAMPLES) / ENGINE_RATE
         return max(0.0, due - time.monotonic())
 
+    def _played_available(self, clip: SpeakerClip) -> int | None:
+        """Engine samples handed to the speaker so far (None: the device was lost, go on silently)."""
+        speaker = self._clip_speaker
+        if clip.failed is not None or not speaker.check():
+            self.silent_reason = f"audio output lost: {clip.failed or speaker.error}"
+            self._clip = None
+            self._timer_start = time.monotonic() - self._read / ENGINE_RATE
+            return None
+        if clip.underflows != self.underflows_seen:  # the device ran dry: the rest of the clip is heard later
+            self.underflows_seen = clip.underflows
+            self.clock.reset()
+        heard = clip.heard
+        if heard is not None:
+            self.clock.observe(heard[0] / clip.rate, heard[1])
+        if clip.finished:
+            return len(self.audio)
+        return min(len(self.audio), clip.handed * ENGINE_RATE // clip.rate)
+
     def _available(self) -> int:
         if not self.realtime:
             return len(self.audio)
-        if self._stream is not None:
-            played, at = self._played, self._played_at
-            if played:
-                self.clock.observe(played / self.play_rate, at)
-            if played >= len(self.play_audio):
-                return len(self.audio)
-            return min(len(self.audio), int(played * ENGINE_RATE // self.play_rate))
+        clip = self._clip
+        if clip is not None:
+            available = self._played_available(clip)
+            if available is not None:
+                return available
         if self._timer_start is None:
             return self._read
         elapsed = time.monotonic() - self._timer_start

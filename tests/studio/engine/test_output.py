@@ -1,0 +1,169 @@
+"""The persistent speaker output on the real PulseAudio null sink, recorded back through its monitor."""
+
+import os
+import threading
+import time
+
+import numpy as np
+import pytest
+import soundfile
+
+from studio.engine.offline import analyze_text
+from studio.engine.output import SpeakerOutput
+from studio.engine.pipeline import Engine
+from studio.engine.sources import ENGINE_RATE, FileSource, TextSource
+from studio.speech.visemes import mouth_openness
+from tests.studio.engine.helpers import silence_vowel_silence, wait_until
+
+needs_pulse = pytest.mark.skipif(not os.environ.get("PULSE_SERVER"), reason="needs the PulseAudio test services")
+OPEN = 0.1
+HOP_S = 0.01
+
+
+class MonitorRecorder:
+    """Records the null sink's monitor: what was really played, with each block's ADC time on time.monotonic()."""
+
+    def __init__(self, monkeypatch, rate: int = 44100) -> None:
+        import sounddevice
+
+        monkeypatch.setenv("PULSE_SOURCE", "vsink.monitor")
+        self.rate = rate
+        self.blocks: list[tuple[float, np.ndarray]] = []
+        self.stream = sounddevice.InputStream(device="pulse", samplerate=rate, channels=1, dtype="float32",
+                                              callback=self._callback, latency="low", blocksize=rate // 100)
+
+    def _callback(self, indata, frames, time_info, status) -> None:
+        now = time.monotonic()
+        age = time_info.currentTime - time_info.inputBufferAdcTime if time_info.currentTime else 0.0
+        self.blocks.append((now - (age if 0.0 <= age < 1.0 else 0.0), indata[:, 0].copy()))
+
+    def __enter__(self):
+        self.stream.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stream.abort()
+        self.stream.close()
+
+    def audio(self) -> np.ndarray:
+        return np.concatenate([block for _, block in self.blocks])
+
+    def first_loud_monotonic(self, level: float) -> float | None:
+        for adc, block in self.blocks:
+            loud = np.flatnonzero(np.abs(block) > level)
+            if loud.size:
+                return adc + loud[0] / self.rate
+        return None
+
+
+@needs_pulse
+def test_a_cut_clip_fades_out_without_a_click(monkeypatch):
+    speaker = SpeakerOutput()
+    with MonitorRecorder(monkeypatch) as recorder:
+        speaker.open()
+        clip = speaker.play(speaker.prepare(np.full(2 * 44100, 0.5, np.float32), 44100))
+        wait_until(lambda: clip.handed > 0.3 * speaker.sample_rate, what="the clip to play")
+        speaker.cut(clip)
+        wait_until(lambda: clip.done, what="the cut")
+        time.sleep(0.2)
+        speaker.close()
+    recorded = recorder.audio()
+    assert clip.cut and not clip.finished
+    played = np.flatnonzero(np.abs(recorded - 0.5) < 0.01)
+    assert played.size > 0.2 * recorder.rate  # the level really played
+    tail = recorded[played[-1]:]
+    assert np.abs(tail[-100:]).max() < 1e-3  # and then silence
+    assert np.abs(np.diff(tail)).max() < 0.02  # reached through a ramp: no step from 0.5 to 0 (a click)
+
+
+@needs_pulse
+def test_speaker_outlives_utterances_and_engine_stop_closes_it_leaving_no_thread():
+    before = set(threading.enumerate())
+    engine = Engine()
+    engine.start()
+    try:
+        wait_until(lambda: engine.speaker.is_open, what="the speaker to open with the engine")
+        stream = engine.speaker._stream
+        for text in ("Hello", "Bob met Pam"):
+            source = TextSource(text)
+            engine.set_source(source)
+            wait_until(lambda s=source: s.finished and s.clock.ready, what=f"{text!r} to be played")
+            assert source.silent_reason is None and source.error is None
+        assert engine.speaker._stream is stream  # one stream for every utterance
+    finally:
+        engine.stop()
+    assert stream.closed and not engine.speaker.is_open
+    assert set(threading.enumerate()) == before
+
+
+def _first_open_frame(engine, source):
+    queue = engine.subscribe(100_000)
+    engine.set_source(source)
+    wait_until(lambda: source.finished, 30, "the source to finish")
+    offset = engine.source_start_media_s
+    frames = [f for f in queue.drain() if f.media_time_s >= offset]
+    engine.unsubscribe(queue)
+    return next(f for f in frames if mouth_openness(f.arkit) > OPEN).media_time_s - offset
+
+
+@needs_pulse
+def test_lips_open_at_the_first_vowel_of_the_played_clip(tmp_path):
+    path = tmp_path / "vowel.wav"
+    soundfile.write(path, silence_vowel_silence(), ENGINE_RATE)
+    engine = Engine()
+    engine.start()
+    try:
+        text = TextSource("Bob met Pam")
+        opened_text = _first_open_frame(engine, text)
+        opened_file = _first_open_frame(engine, FileSource(path))
+    finally:
+        engine.stop()
+    first_vowel = next(p for p in text.phonemes if p.symbol.strip("_'")[:1] in "0aeiouAEIOU@V3").start_s
+    _, offline = analyze_text("Bob met Pam", fps=100)
+    opened_offline = next(f for f in offline if mouth_openness(f.arkit) > OPEN).media_time_s
+    assert abs(opened_text - opened_offline) <= 2 * HOP_S  # the played take stamps the mouth where the offline one does
+    assert first_vowel <= opened_text <= first_vowel + 4 * HOP_S  # after the closure of /b/, as the vowel ramps open
+    assert abs(opened_file - 0.6) <= 2 * HOP_S  # the vowel starts 0.6 s into the file
+
+
+@needs_pulse
+def test_the_media_clock_follows_the_sound_at_the_dac(tmp_path, monkeypatch):
+    path = tmp_path / "vowel.wav"
+    soundfile.write(path, silence_vowel_silence(), ENGINE_RATE)
+    engine = Engine()
+    with MonitorRecorder(monkeypatch) as recorder:
+        engine.start()
+        try:
+            source = FileSource(path)
+            engine.set_source(source)
+            wait_until(lambda: source.finished, 30, "the file to play")
+            heard = recorder.first_loud_monotonic(0.05)
+        finally:
+            engine.stop()
+    assert heard is not None
+    assert abs(source.clock.monotonic_to_media(heard) - 0.6) <= HOP_S  # the vowel is heard 0.6 s into the clip
+
+
+@needs_pulse
+def test_a_lost_speaker_is_reported_the_engine_goes_on_and_the_next_play_reopens_it(tmp_path):
+    path = tmp_path / "vowel.wav"
+    soundfile.write(path, silence_vowel_silence(), ENGINE_RATE)
+    engine = Engine()
+    queue = engine.subscribe(100_000)
+    engine.start()
+    try:
+        source = FileSource(path)
+        engine.set_source(source)
+        wait_until(lambda: source.clock.ready, what="playback")
+        engine.speaker._stream.abort()  # what PortAudio does when the device goes away under it
+        wait_until(lambda: "without sound" in engine.status, what="the loss in the engine status")
+        assert "lost" in source.status and engine.speaker.error
+        count = len(queue)
+        wait_until(lambda: len(queue) > count + 20, what="frames after the loss")
+        wait_until(lambda: source.finished, 30, "the clip to finish silently")
+        again = FileSource(path)
+        engine.set_source(again)
+        wait_until(lambda: again.clock.observations > 5, what="the next play on a reopened speaker")
+        assert engine.speaker.is_open and engine.speaker.error is None and again.silent_reason is None
+    finally:
+        engine.stop()
