@@ -43,5 +43,14 @@ def make_synthetic_avatar(vertex_count: int = 600, seed: int = 0, moving_vertice
 
 
 @pytest.fixture
+def pulse_audio() -> str:
+    """The PulseAudio null sink/source that `make test` starts; without it the audio tests fail, not skip."""
+    server = os.environ.get("PULSE_SERVER")
+    if not server:
+        pytest.fail("PULSE_SERVER is not set: run the tests with `make test`, which starts a PulseAudio null sink")
+    return server
+
+
+@pytest.fixture
 def synthetic_avatar() -> AvatarModel:
     return make_synthetic_avatar()

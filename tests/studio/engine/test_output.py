@@ -1,6 +1,5 @@
 """The persistent speaker output on the real PulseAudio null sink, recorded back through its monitor."""
 
-import os
 import threading
 import time
 
@@ -15,7 +14,7 @@ from studio.engine.sources import ENGINE_RATE, FileSource, TextSource
 from studio.speech.visemes import mouth_openness
 from tests.studio.engine.helpers import silence_vowel_silence, wait_until
 
-needs_pulse = pytest.mark.skipif(not os.environ.get("PULSE_SERVER"), reason="needs the PulseAudio test services")
+needs_pulse = pytest.mark.usefixtures("pulse_audio")
 OPEN = 0.1
 HOP_S = 0.01
 

@@ -1,6 +1,5 @@
 """The engine thread end to end with real sources, the real face model and real devices."""
 
-import os
 import threading
 
 import numpy as np
@@ -13,7 +12,7 @@ from studio.frame import FrameState
 from studio.speech.visemes import closure_intervals, lips_closed, mouth_openness
 from tests.studio.engine.helpers import silence_vowel_silence, wait_until
 
-needs_pulse = pytest.mark.skipif(not os.environ.get("PULSE_SERVER"), reason="needs the PulseAudio test services")
+needs_pulse = pytest.mark.usefixtures("pulse_audio")
 
 
 def _run_until_finished(engine, source):

@@ -1,6 +1,5 @@
 """Audio sources on real files and real (PulseAudio null) devices."""
 
-import os
 import subprocess
 import threading
 import time
@@ -25,7 +24,7 @@ from studio.engine.sources import (
 from studio.speech.espeak import EspeakSynth
 from tests.studio.engine.helpers import silence_vowel_silence, vowel, wait_until
 
-needs_pulse = pytest.mark.skipif(not os.environ.get("PULSE_SERVER"), reason="needs the PulseAudio test services")
+needs_pulse = pytest.mark.usefixtures("pulse_audio")
 
 
 def _read_all(source):
