@@ -159,7 +159,12 @@ def left_and_centre_shapes(rig: FaceRig) -> dict[str, np.ndarray]:
     # teeth, tongue and throat ride with the skin around them, so the sealed lip still covers the lower teeth
     lip_seal = np.where(rig.mouth_parts | rig.inner, _zone(p, (0.0, MOUTH_Y), (0.036, 0.018), plateau=0.5), 0.0)
     lip_seal *= np.where(rig.bag, np.interp(rig.tags["bag_ring"], [1, 2, 3], [1.0, 0.6, 0.0]), 1.0)
-    shapes["mouthClose"] = lip_seal[:, None] * (0.5 * upper[:, None] * full - 0.5 * lower[:, None] * shapes["jawOpen"])
+    # the chin follows the sealing lips part of the way, so a closed mouth over an open jaw does not hang long
+    chin_lift = np.where(rig.mouth_parts, _zone(p, (0.0, MOUTH_Y - 0.020), (0.045, 0.040), plateau=0.3), 0.0)
+    lower_follow = np.maximum(0.6 * lip_seal, 0.30 * chin_lift)
+    # the upper lip comes down without tucking back behind the upper teeth
+    upper_drop = 0.4 * full * np.array([1.0, 1.0, 0.0])
+    shapes["mouthClose"] = (lip_seal * upper)[:, None] * upper_drop - (lower_follow * lower)[:, None] * shapes["jawOpen"]
 
     narrow = -x * lips
     rise = np.where(rig.mouth_parts, upper * 0.004 - lower * 0.006, 0.0) * lips
@@ -172,7 +177,7 @@ def left_and_centre_shapes(rig: FaceRig) -> dict[str, np.ndarray]:
 
     corner = rig.corner_zone()
     cheek = np.where(surface, _zone(p, (0.042, 1.548), (0.026, 0.022), 0.2), 0.0)
-    shapes["mouthSmileLeft"] = rig.along(corner, (0.005, 0.0085, -0.004)) + rig.along(cheek, (0.0, 0.003, 0.001))
+    shapes["mouthSmileLeft"] = rig.along(corner, (0.005, 0.0080, -0.0025)) + rig.along(cheek, (0.0, 0.003, 0.001))
     shapes["mouthFrownLeft"] = rig.along(corner, (0.0015, -0.0075, -0.001))
     dimple = rig.corner_zone((0.018, 0.018), (0.004, 0.0))
     shapes["mouthDimpleLeft"] = rig.along(dimple, (0.004, 0.001, -0.0055))

@@ -21,8 +21,7 @@ UPPER_LID_RADIUS = 1.13 * EYE_RADIUS
 LOWER_LID_RADIUS = 1.11 * EYE_RADIUS
 LID_SPAN = 1.25
 LID_TOP = 1.30
-HAIRLINE_FRONT = 0.98
-COLUMNS, ROWS = 96, 80
+COLUMNS, ROWS = 96, 92
 
 
 def _direction(phi: np.ndarray, polar: np.ndarray) -> np.ndarray:
@@ -37,8 +36,11 @@ def base_surface(phi: np.ndarray, polar: np.ndarray) -> tuple[np.ndarray, np.nda
     normals = d / semi_axes
     normals /= np.linalg.norm(normals, axis=-1, keepdims=True)
     front = np.clip(np.cos(phi), 0, None) ** 2 * np.clip(np.sin(polar), 0, None)
-    lower_face = smoothstep(1.60, 1.53, points[..., 1]) * smoothstep(1.465, 1.505, points[..., 1])
+    lower_face = smoothstep(1.60, 1.53, points[..., 1]) * smoothstep(1.468, 1.494, points[..., 1])
     points[..., 2] += 0.013 * front * lower_face
+    # a chin that faces forward (and catches the light) instead of curving under like the egg it was cut from
+    chin = smoothstep(1.530, 1.504, points[..., 1]) * smoothstep(HEAD_BOTTOM_Y, HEAD_BOTTOM_Y + 0.007, points[..., 1])
+    points[..., 2] += 0.026 * np.clip(np.cos(phi), 0, None) ** 4 * chin
     narrow = smoothstep(1.56, 1.47, points[..., 1])
     points[..., 0] *= 1.0 - 0.10 * narrow
     return points, normals
@@ -56,20 +58,23 @@ def face_relief(q: np.ndarray, normals: np.ndarray) -> np.ndarray:
     """Displacement along the normal that sculpts sockets, nose, lips, chin and cheeks."""
     front = smoothstep(0.15, 0.45, normals[..., 2])
     y = q[..., 1]
-    bridge = (0.001 + 0.0055 * smoothstep(1.592, 1.553, y)) * smoothstep(1.538, 1.548, y) * smoothstep(1.605, 1.588, y)
+    bridge = 0.0042 * smoothstep(1.588, 1.557, y) * smoothstep(1.545, 1.553, y)
     relief = (
         -0.0075 * _bump2(q, EYE_X, EYE_Y, 0.021, 0.016, mirrored=True)
         + 0.0030 * _bump2(q, EYE_X, EYE_Y + 0.022, 0.030, 0.011, mirrored=True)
-        + bridge * np.clip(1 - (q[..., 0] / 0.009) ** 2, 0, None) ** 2
-        + 0.0058 * _bump2(q, 0.0, 1.548, 0.012, 0.010)
-        + 0.0040 * _bump2(q, 0.0115, 1.543, 0.008, 0.007, mirrored=True)
+        + bridge * np.clip(1 - (q[..., 0] / 0.0085) ** 2, 0, None) ** 2
+        + 0.0062 * _bump2(q, 0.0, 1.5515, 0.0105, 0.0095)
+        + 0.0016 * _bump2(q, 0.0, 1.5545, 0.0050, 0.0045)
+        + 0.0036 * _bump2(q, 0.0100, 1.5455, 0.0070, 0.0060, mirrored=True)
+        - 0.0012 * _bump2(q, 0.0150, 1.5480, 0.0030, 0.0060, mirrored=True)
+        - 0.0018 * _bump2(q, 0.0, 1.5415, 0.0060, 0.0030)
         - 0.0020 * _bump2(q, 0.0, MOUTH_Y + 0.016, 0.012, 0.006)
-        + 0.0050 * _bump2(q, 0.0, MOUTH_Y + 0.0055, 0.031, 0.0085)
-        + 0.0060 * _bump2(q, 0.0, MOUTH_Y - 0.0065, 0.028, 0.0090)
+        + 0.0044 * _bump2(q, 0.0, MOUTH_Y + 0.0055, 0.031, 0.0085)
+        + 0.0042 * _bump2(q, 0.0, MOUTH_Y - 0.0060, 0.027, 0.0080)
         - 0.0012 * _bump2(q, 0.0, MOUTH_Y, 0.030, 0.0022)
         - 0.0030 * _bump2(q, 0.027, MOUTH_Y, 0.007, 0.007, mirrored=True)
         - 0.0020 * _bump2(q, 0.0, MOUTH_Y - 0.018, 0.020, 0.005)
-        + 0.0060 * _bump2(q, 0.0, HEAD_BOTTOM_Y + 0.002, 0.024, 0.020)
+        + 0.0055 * _bump2(q, 0.0, HEAD_BOTTOM_Y + 0.008, 0.022, 0.016)
         + 0.0045 * _bump2(q, 0.043, 1.550, 0.028, 0.026, mirrored=True)
     )
     return relief * front
@@ -83,7 +88,8 @@ def _column_angles() -> np.ndarray:
 
 def _row_angles() -> np.ndarray:
     fine = np.linspace(0, np.pi, 4001)
-    density = 1.0 + 2.6 * np.exp(-(((fine - 2.05) / 0.62) ** 2)) - 0.4 * np.exp(-((fine / 0.5) ** 2))
+    density = (1.0 + 2.6 * np.exp(-(((fine - 2.05) / 0.62) ** 2)) - 0.4 * np.exp(-((fine / 0.5) ** 2))
+               + 2.4 * np.exp(-(((fine - 2.40) / 0.10) ** 2)))  # extra rings at the lips: a clean red edge
     cumulative = np.concatenate([[0], np.cumsum((density[1:] + density[:-1]) / 2)])
     cumulative /= cumulative[-1]
     return np.interp(np.linspace(0, 1, ROWS + 2)[1:-1], cumulative, fine)
@@ -195,8 +201,8 @@ def lip_mask(points: np.ndarray) -> np.ndarray:
     dy = points[:, 1] - MOUTH_Y
     width = np.sqrt(np.clip(1 - (x / 0.029) ** 2, 0, 1))
     bow = 1.0 - 0.18 * np.exp(-((x / 0.004) ** 2)) + 0.10 * np.exp(-(((x - 0.007) / 0.005) ** 2))
-    upper = smoothstep(0.0092 * width * bow + 0.0008, 0.0092 * width * bow - 0.0008, dy)
-    lower = smoothstep(-0.0105 * width - 0.0008, -0.0105 * width + 0.0008, dy)
+    upper = smoothstep(0.0086 * width * bow + 0.0006, 0.0086 * width * bow - 0.0006, dy)
+    lower = smoothstep(-0.0090 * width - 0.0006, -0.0090 * width + 0.0006, dy)
     return np.where(dy >= 0, upper, lower) * smoothstep(0.031, 0.027, x)
 
 
@@ -206,7 +212,7 @@ def _skin_colors(vertices: np.ndarray, tags: dict[str, np.ndarray]) -> np.ndarra
     front = vertices[:, 2] > 0.03
     blush = 0.35 * _bump2(vertices, 0.045, 1.548, 0.020, 0.016, mirrored=True) * front
     colors += blush[:, None] * (np.array([0.95, 0.60, 0.58]) - skin)
-    nostril = np.clip(_bump2(vertices, 0.0070, 1.536, 0.0040, 0.0028, mirrored=True), 0, 1) * front
+    nostril = np.clip(_bump2(vertices, 0.0062, 1.5405, 0.0036, 0.0022, mirrored=True), 0, 1) * front
     colors += nostril[:, None] * (np.array([0.45, 0.25, 0.22]) - colors)
     lips = lip_mask(vertices) * front
     colors += lips[:, None] * (np.asarray(COLORS["lips"]) - colors)
@@ -230,9 +236,9 @@ def seam_front_z() -> float:
 def teeth_and_tongue() -> list[Part]:
     z_front = seam_front_z()
     parts = []
-    for lower, (centre_y, back) in enumerate(((MOUTH_Y + 0.0040, 0.0075), (MOUTH_Y - 0.0048, 0.0102))):
-        x = np.linspace(-0.018, 0.018, 21)
-        z = z_front - back - 34.0 * x ** 2
+    for lower, (centre_y, back) in enumerate(((MOUTH_Y + 0.0040, 0.0088), (MOUTH_Y - 0.0048, 0.0108))):
+        x = np.linspace(-0.017, 0.017, 21)
+        z = z_front - back - 34.0 * x ** 2 - 0.004 * (x / 0.017) ** 4
         centres = np.stack([x, np.full_like(x, centre_y), z], -1)
         tangent = np.gradient(centres, axis=0)
         tangent /= np.linalg.norm(tangent, axis=1, keepdims=True)
@@ -266,7 +272,7 @@ def throat_wall() -> Part:
     Its lower half follows the jaw (tag `jaw`), so it keeps covering the opening as the mouth opens.
     """
     z_front = seam_front_z()
-    y = np.linspace(MOUTH_Y - 0.042, MOUTH_Y + 0.020, 14)
+    y = np.linspace(MOUTH_Y - 0.024, MOUTH_Y + 0.020, 14)
     t = (y - y[0]) / (y[-1] - y[0])
     round_ends = np.sqrt(np.clip(1 - (2 * t - 1) ** 2, 0.03, 1))
     lean_back = 0.4 * np.clip(MOUTH_Y - y, 0, None)  # the lower end tucks into the neck, out of sight at rest
@@ -400,25 +406,63 @@ def left_ear() -> Part:
                 {})
 
 
+HAIR_COLUMNS, HAIR_ROWS = 112, 30
+HAIR_STRANDS = 24  # clumps around the head; the grooves between them catch the light like combed hair
+# hairline: polar angle (from the crown) of the hair's edge against azimuth |phi| (0 = front, pi = nape)
+HAIRLINE_KNOTS = ((0.0, 0.93), (0.40, 0.90), (0.72, 0.97), (1.00, 1.14), (1.16, 1.42), (1.25, 1.64),
+                  (1.35, 1.64), (1.43, 1.28), (1.62, 1.20), (1.84, 1.22), (1.98, 1.62), (2.15, 2.02), (2.40, 2.28),
+                  (np.pi, 2.38))
+
+
+def hairline(phi: np.ndarray) -> np.ndarray:
+    """Polar angle of the hair's edge: a soft forehead line, temples, sideburns, clear of the ears, low at the nape."""
+    fine = np.linspace(0.0, np.pi, 1201)
+    knots = np.array(HAIRLINE_KNOTS)
+    raw = np.interp(fine, knots[:, 0], knots[:, 1])
+    kernel = np.exp(-0.5 * (np.arange(-60, 61) * (np.pi / 1200) / 0.035) ** 2)
+    padded = np.concatenate([raw[60:0:-1], raw, raw[-2:-62:-1]])
+    smooth = np.convolve(padded, kernel / kernel.sum(), mode="valid")
+    return np.interp(np.abs(phi), fine, smooth)
+
+
 def hair_cap() -> Part:
-    """A shell over the cranium; its edge tucks under the skin so no gap shows at the hairline."""
-    columns, rows = 72, 22
+    """A short modern cut: a lifted quiff over the forehead, volume on top, close sides with sideburns,
+    tapered to the nape. A shell over the cranium whose edge tucks under the skin, grooved into strands.
+    """
+    columns, rows = HAIR_COLUMNS, HAIR_ROWS
     phi = -np.pi + 2 * np.pi * np.arange(columns) / columns
-    hairline = HAIRLINE_FRONT + 1.20 * (1 - np.cos(phi)) / 2 + 0.10 * np.sin(np.abs(phi)) ** 2
+    edge = hairline(phi)
     t = np.linspace(0, 1, rows + 1)[1:]
-    polar = hairline[None, :] * t[:, None] ** 0.9
+    polar = edge[None, :] * t[:, None] ** 0.85
     phi_grid = np.broadcast_to(phi, polar.shape)
     points, normals = base_surface(phi_grid, polar)
-    volume = 0.011 + 0.006 * np.cos(polar) - 0.016 * smoothstep(0.82, 1.0, t)[:, None]
-    fringe = 0.004 * np.exp(-((phi_grid / 0.6) ** 2)) * smoothstep(0.6, 0.9, t)[:, None] * smoothstep(1.0, 0.92, t)[:, None]
-    vertices = (points + normals * (volume + fringe)[..., None]).reshape(-1, 3)
-    top = CENTRE + np.array([0, SEMI_AXES[1] + 0.014, 0])
+    front = np.cos(phi_grid)
+    side = np.sin(np.abs(phi_grid))
+    inset = edge[None, :] - polar  # radians inside the hairline
+    rise = smoothstep(0.0, 0.05 + 0.10 * (1 - np.clip(front, 0, 1)), inset)
+    thickness = (0.0045
+                 + 0.0075 * smoothstep(1.35, 0.55, polar)
+                 + 0.0060 * side ** 2 * smoothstep(1.45, 0.9, polar) * smoothstep(0.3, 0.7, polar)
+                 + 0.0070 * np.clip(front, 0, 1) ** 3 * smoothstep(1.05, 0.45, polar) * smoothstep(0.05, 0.4, polar)
+                 + 0.0020 * np.clip(-front, 0, 1) * smoothstep(1.9, 1.2, polar)
+                 - 0.0025 * smoothstep(1.8, 2.3, polar))
+    strand = np.abs(phi_grid) + 0.10 * t[:, None] ** 2
+    groove = (0.5 + 0.5 * np.cos(HAIR_STRANDS * strand)) ** 4
+    texture = smoothstep(0.08, 0.35, t)[:, None] * smoothstep(0.0, 0.06, inset)
+    offset = rise * (thickness - 0.0011 * groove * texture) - 0.0016 * (1 - rise)
+    lift = 0.0050 * np.clip(front, 0, 1) ** 4 * smoothstep(0.5, 0.85, polar) * smoothstep(0.0, 0.12, inset)
+    vertices = points + normals * offset[..., None] + np.array([0.0, 0.6, 1.0]) * lift[..., None]
+    vertices = vertices.reshape(-1, 3)
+    top = CENTRE + np.array([0, SEMI_AXES[1] + 0.0125, 0])
     vertices = np.concatenate([vertices, [top]])
     faces = np.concatenate([grid_faces(rows, columns, wrap=True), cap_faces(0, columns, len(vertices) - 1, flip=True)])
     tri = vertices[faces]
     face_normals = np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])
     if np.einsum("ij,ij->i", face_normals, tri.mean(axis=1) - CENTRE).sum() < 0:
         faces = faces[:, ::-1].copy()
-    shade = np.r_[np.repeat(t, columns), [0.0]]
-    colors = np.asarray(COLORS["hair"])[None] * (1.05 - 0.15 * shade[:, None])
+    clump = np.floor(HAIR_STRANDS * strand / (2 * np.pi) + 0.5)
+    tint = 1.0 + 0.06 * np.sin(12.9898 * clump) - 0.22 * groove * texture
+    tint *= 1.0 + 0.10 * smoothstep(1.2, 0.4, polar) * np.clip(front + 0.5, 0, 1) - 0.12 * (1 - smoothstep(0.0, 0.08, inset))
+    shade = np.r_[tint.ravel(), [1.05]]
+    colors = np.asarray(COLORS["hair"])[None] * shade[:, None]
     return Part("hair", vertices, faces, np.clip(colors, 0, 1), one_joint(len(vertices), "head"), {})
