@@ -13,6 +13,7 @@ CENTRE = np.array([0.0, 1.592, 0.004])
 SEMI_AXES = np.array([0.078, 0.118, 0.096])
 MOUTH_Y = 1.513
 MOUTH_HALF_WIDTH = 0.025
+LIP_HALF_WIDTH = 0.029
 EYE_RADIUS = 0.0156
 EYE_X, EYE_Y = 0.0325, 1.592
 LOWER_FACE_SCALE = 0.91  # the lower half of the head is shorter than the cranium: a friendlier, younger face
@@ -21,7 +22,7 @@ UPPER_LID_RADIUS = 1.13 * EYE_RADIUS
 LOWER_LID_RADIUS = 1.11 * EYE_RADIUS
 LID_SPAN = 1.25
 LID_TOP = 1.30
-COLUMNS, ROWS = 96, 92
+COLUMNS, ROWS = 120, 104
 
 
 def _direction(phi: np.ndarray, polar: np.ndarray) -> np.ndarray:
@@ -31,18 +32,20 @@ def _direction(phi: np.ndarray, polar: np.ndarray) -> np.ndarray:
 def base_surface(phi: np.ndarray, polar: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Undisplaced head surface (points, unit normals): an ellipsoid with the lower face pushed forward."""
     d = _direction(phi, polar)
+    squareness = 2.0 + 0.35 * smoothstep(0.1, 0.8, -d[..., 1])  # a rounder, fuller jaw than the egg's
+    d = d / (np.abs(d) ** squareness[..., None]).sum(axis=-1, keepdims=True) ** (1 / squareness[..., None])
     semi_axes = SEMI_AXES * np.where(d[..., 1:2] < 0, [1.0, LOWER_FACE_SCALE, 1.0], 1.0)
     points = CENTRE + semi_axes * d
     normals = d / semi_axes
     normals /= np.linalg.norm(normals, axis=-1, keepdims=True)
-    front = np.clip(np.cos(phi), 0, None) ** 2 * np.clip(np.sin(polar), 0, None)
+    front = np.clip(np.cos(phi), 0, None) ** 1.3 * np.clip(np.sin(polar), 0, None)
     lower_face = smoothstep(1.60, 1.53, points[..., 1]) * smoothstep(1.468, 1.494, points[..., 1])
-    points[..., 2] += 0.013 * front * lower_face
+    points[..., 2] += 0.010 * front * lower_face
     # a chin that faces forward (and catches the light) instead of curving under like the egg it was cut from
     chin = smoothstep(1.530, 1.504, points[..., 1]) * smoothstep(HEAD_BOTTOM_Y, HEAD_BOTTOM_Y + 0.007, points[..., 1])
     points[..., 2] += 0.026 * np.clip(np.cos(phi), 0, None) ** 4 * chin
     narrow = smoothstep(1.56, 1.47, points[..., 1])
-    points[..., 0] *= 1.0 - 0.10 * narrow
+    points[..., 0] *= 1.0 - 0.08 * narrow
     return points, normals
 
 
@@ -54,27 +57,37 @@ def _bump2(q: np.ndarray, cx: float, cy: float, rx: float, ry: float, mirrored: 
     return one(cx) + one(-cx) if mirrored else one(cx)
 
 
+def nose_relief(q: np.ndarray) -> np.ndarray:
+    """A stylized nose: a narrow bridge ridge that catches the light, a rounded tip, small wings, an underside
+    that tucks back (so the nostrils face down, out of sight from the front)."""
+    x, y = q[..., 0], q[..., 1]
+    along = smoothstep(1.590, 1.551, y)  # 0 between the eyes, 1 at the tip
+    ridge_width = 0.0042 + 0.0040 * along
+    span = smoothstep(1.535, 1.548, y) * smoothstep(1.600, 1.586, y)
+    ridge = (0.0008 + 0.0094 * along ** 1.6) * span * np.exp(-((x / ridge_width) ** 2))
+    return (
+        ridge
+        + 0.0058 * _bump2(q, 0.0, 1.5500, 0.0072, 0.0068)
+        + 0.0030 * _bump2(q, 0.0082, 1.5455, 0.0052, 0.0048, mirrored=True)
+        - 0.0010 * _bump2(q, 0.0132, 1.5475, 0.0026, 0.0060, mirrored=True)
+        - 0.0030 * _bump2(q, 0.0, 1.5405, 0.0090, 0.0032)
+    )
+
+
 def face_relief(q: np.ndarray, normals: np.ndarray) -> np.ndarray:
     """Displacement along the normal that sculpts sockets, nose, lips, chin and cheeks."""
     front = smoothstep(0.15, 0.45, normals[..., 2])
-    y = q[..., 1]
-    bridge = 0.0042 * smoothstep(1.588, 1.557, y) * smoothstep(1.545, 1.553, y)
     relief = (
         -0.0075 * _bump2(q, EYE_X, EYE_Y, 0.021, 0.016, mirrored=True)
         + 0.0030 * _bump2(q, EYE_X, EYE_Y + 0.022, 0.030, 0.011, mirrored=True)
-        + bridge * np.clip(1 - (q[..., 0] / 0.0085) ** 2, 0, None) ** 2
-        + 0.0062 * _bump2(q, 0.0, 1.5515, 0.0105, 0.0095)
-        + 0.0016 * _bump2(q, 0.0, 1.5545, 0.0050, 0.0045)
-        + 0.0036 * _bump2(q, 0.0100, 1.5455, 0.0070, 0.0060, mirrored=True)
-        - 0.0012 * _bump2(q, 0.0150, 1.5480, 0.0030, 0.0060, mirrored=True)
-        - 0.0018 * _bump2(q, 0.0, 1.5415, 0.0060, 0.0030)
-        - 0.0020 * _bump2(q, 0.0, MOUTH_Y + 0.016, 0.012, 0.006)
+        + nose_relief(q)
+        - 0.0008 * _bump2(q, 0.0, MOUTH_Y + 0.016, 0.012, 0.006)
         + 0.0044 * _bump2(q, 0.0, MOUTH_Y + 0.0055, 0.031, 0.0085)
-        + 0.0042 * _bump2(q, 0.0, MOUTH_Y - 0.0060, 0.027, 0.0080)
+        + 0.0032 * _bump2(q, 0.0, MOUTH_Y - 0.0060, 0.027, 0.0080)
         - 0.0012 * _bump2(q, 0.0, MOUTH_Y, 0.030, 0.0022)
         - 0.0030 * _bump2(q, 0.027, MOUTH_Y, 0.007, 0.007, mirrored=True)
-        - 0.0020 * _bump2(q, 0.0, MOUTH_Y - 0.018, 0.020, 0.005)
-        + 0.0055 * _bump2(q, 0.0, HEAD_BOTTOM_Y + 0.008, 0.022, 0.016)
+        - 0.0012 * _bump2(q, 0.0, MOUTH_Y - 0.0135, 0.020, 0.004)
+        + 0.0065 * _bump2(q, 0.0, HEAD_BOTTOM_Y + 0.008, 0.026, 0.016)
         + 0.0045 * _bump2(q, 0.043, 1.550, 0.028, 0.026, mirrored=True)
     )
     return relief * front
@@ -82,7 +95,7 @@ def face_relief(q: np.ndarray, normals: np.ndarray) -> np.ndarray:
 
 def _column_angles() -> np.ndarray:
     s = -np.pi + 2 * np.pi * np.arange(COLUMNS // 2 + 1) / COLUMNS
-    half = s - 0.62 * np.sin(s)
+    half = s - 0.68 * np.sin(s)
     return np.concatenate([half, -half[1:COLUMNS // 2][::-1]])
 
 
@@ -95,13 +108,72 @@ def _row_angles() -> np.ndarray:
     return np.interp(np.linspace(0, 1, ROWS + 2)[1:-1], cumulative, fine)
 
 
+def lip_border(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Heights above and below the mouth line of the vermilion border: a cupid's bow up top, a fuller lower lip."""
+    x = np.abs(x)
+    width = np.sqrt(np.clip(1 - (x / LIP_HALF_WIDTH) ** 2, 0, 1))
+    bow = 1.0 - 0.20 * np.exp(-((x / 0.0032) ** 2)) + 0.12 * np.exp(-(((x - 0.0068) / 0.0045) ** 2))
+    return 0.0080 * width * bow, 0.0098 * width ** 0.8
+
+
+# rows of the skin grid, counted from the mouth line, that are laid exactly along the lips' edges
+UPPER_LIP_ROWS = (0.0, 0.34, 0.64, 0.86, 0.97)  # fractions of the upper lip's height; the last one sits on the border
+LOWER_LIP_ROWS = (0.0, 0.30, 0.56, 0.76, 0.90, 0.97)
+OUTSIDE_BORDER, BORDER_GAP = 1.03, 1e-4  # the first skin row just past the border: a crisp colour edge
+UPPER_BLEND_ROWS, LOWER_BLEND_ROWS = 4, 6
+
+
+def _surface(phi: np.ndarray, polar: np.ndarray) -> np.ndarray:
+    base, normals = base_surface(phi, polar)
+    return base + normals * face_relief(base, normals)[..., None]
+
+
+def _polar_at_heights(phi: float, heights: np.ndarray) -> np.ndarray:
+    """Polar angles (down the front of column `phi`) where the skin reaches each height."""
+    fine = np.linspace(1.9, 2.9, 2001)
+    y = np.minimum.accumulate(_surface(np.full_like(fine, phi), fine)[:, 1])
+    return np.interp(-np.asarray(heights), -y, fine)
+
+
+def _lip_aligned_rows(phi: np.ndarray, polar: np.ndarray) -> tuple[np.ndarray, int]:
+    """Move the rows around the mouth so the mouth line and both lip borders run exactly along rows.
+
+    Per-vertex colour then changes across one thin row of triangles: a clean red edge, no blotches.
+    Returns the new polar grid and the mouth-line row.
+    """
+    front_column = COLUMNS // 2
+    heights = _surface(phi, polar)[..., 1]
+    seam_row = int(np.argmin(np.abs(heights[:, front_column] - MOUTH_Y)))
+    top = seam_row - len(UPPER_LIP_ROWS) - UPPER_BLEND_ROWS
+    bottom = seam_row + len(LOWER_LIP_ROWS) + LOWER_BLEND_ROWS
+    polar = polar.copy()
+    for column in range(COLUMNS):
+        if np.cos(phi[0, column]) < 0.5:
+            continue
+        x = _surface(phi[:1, column], _polar_at_heights(phi[0, column], [MOUTH_Y]))[0, 0]
+        weight = float(smoothstep(LIP_HALF_WIDTH + 0.008, LIP_HALF_WIDTH - 0.002, abs(x)))
+        if weight == 0.0:
+            continue
+        upper, lower = lip_border(np.array(x))
+        upper_fractions = np.array((OUTSIDE_BORDER,) + UPPER_LIP_ROWS[::-1])
+        lower_fractions = np.array(LOWER_LIP_ROWS[1:] + (OUTSIDE_BORDER,))
+        above = MOUTH_Y + upper * upper_fractions + BORDER_GAP * (upper_fractions > 1)
+        above = np.r_[heights[top, column], np.linspace(heights[top, column], above[0], UPPER_BLEND_ROWS + 1)[1:-1], above]
+        below = MOUTH_Y - lower * lower_fractions - BORDER_GAP * (lower_fractions > 1)
+        below = np.r_[below, np.linspace(below[-1], heights[bottom, column], LOWER_BLEND_ROWS + 1)[1:]]
+        targets = np.r_[above, below]
+        assert len(targets) == bottom - top + 1
+        aligned = _polar_at_heights(phi[0, column], targets)
+        polar[top:bottom + 1, column] = weight * aligned + (1 - weight) * polar[top:bottom + 1, column]
+    return polar, seam_row
+
+
 def head_skin() -> Part:
     """The skin grid, its poles, the duplicated lower lip row and the mouth bag hanging from the lips."""
     phi, polar = np.meshgrid(_column_angles(), _row_angles())
-    base, normals = base_surface(phi, polar)
-    skin = base + normals * face_relief(base, normals)[..., None]
-    front_column = COLUMNS // 2
-    seam_row = int(np.argmin(np.abs(skin[:, front_column, 1] - MOUTH_Y)))
+    polar, seam_row = _lip_aligned_rows(phi, polar)
+    skin = _surface(phi, polar)
+    facing_down = smoothstep(-0.35, -0.75, _grid_normals(skin)[..., 1]).ravel()
     seam = skin[seam_row]
     inside = np.flatnonzero((np.abs(seam[:, 0]) < MOUTH_HALF_WIDTH) & (seam[:, 2] > CENTRE[2]))
     corners = (inside.min() - 1, inside.max() + 1)
@@ -141,10 +213,20 @@ def head_skin() -> Part:
         "seam": np.r_[np.zeros(count + 2), np.ones(len(inside)), np.zeros(len(bag_vertices))],
         "bag_alpha": np.r_[np.zeros(n_skin), bag_alpha],
         "bag_ring": np.r_[np.zeros(n_skin), bag_ring],
+        "facing_down": np.r_[facing_down, np.zeros(len(vertices) - count)],
     }
     tags["seam"][seam_row * COLUMNS + np.arange(corners[0], corners[1] + 1)] = 1.0
     colors = _skin_colors(vertices, tags)
     return Part("head", vertices, faces, colors, one_joint(len(vertices), "head"), tags)
+
+
+def _grid_normals(grid: np.ndarray) -> np.ndarray:
+    """Unit normals (pointing out of the head) of a (rows, columns) closed-around grid of points."""
+    along_rows = np.roll(grid, -1, axis=1) - np.roll(grid, 1, axis=1)
+    along_columns = np.gradient(grid, axis=0)
+    normals = np.cross(along_rows, along_columns)
+    normals *= np.sign(np.einsum("rci,rci->rc", normals, grid - CENTRE))[..., None]
+    return normals / np.maximum(np.linalg.norm(normals, axis=-1, keepdims=True), 1e-12)
 
 
 def _match_orientation(faces: np.ndarray, skin_count: int, vertices: np.ndarray, loop: np.ndarray) -> np.ndarray:
@@ -196,14 +278,15 @@ def _mouth_bag(loop_points: np.ndarray, first_index: int):
 
 
 def lip_mask(points: np.ndarray) -> np.ndarray:
-    """1 on the red of the lips, 0 outside, a soft edge of about a millimetre."""
+    """1 on the red of the lips, 0 outside; the edge falls between the border row and the row just outside it."""
     x = np.abs(points[:, 0])
     dy = points[:, 1] - MOUTH_Y
-    width = np.sqrt(np.clip(1 - (x / 0.029) ** 2, 0, 1))
-    bow = 1.0 - 0.18 * np.exp(-((x / 0.004) ** 2)) + 0.10 * np.exp(-(((x - 0.007) / 0.005) ** 2))
-    upper = smoothstep(0.0086 * width * bow + 0.0006, 0.0086 * width * bow - 0.0006, dy)
-    lower = smoothstep(-0.0090 * width - 0.0006, -0.0090 * width + 0.0006, dy)
-    return np.where(dy >= 0, upper, lower) * smoothstep(0.031, 0.027, x)
+    upper, lower = lip_border(x)
+    edge = 0.5 * (1 + OUTSIDE_BORDER) - 1.0
+    inside_upper = dy <= upper * (1 + edge)
+    inside_lower = dy >= -lower * (1 + edge)
+    ends = smoothstep(LIP_HALF_WIDTH + 0.0005, LIP_HALF_WIDTH - 0.0025, x)
+    return np.where(dy >= 0, inside_upper, inside_lower) * ends
 
 
 def _skin_colors(vertices: np.ndarray, tags: dict[str, np.ndarray]) -> np.ndarray:
@@ -212,7 +295,7 @@ def _skin_colors(vertices: np.ndarray, tags: dict[str, np.ndarray]) -> np.ndarra
     front = vertices[:, 2] > 0.03
     blush = 0.35 * _bump2(vertices, 0.045, 1.548, 0.020, 0.016, mirrored=True) * front
     colors += blush[:, None] * (np.array([0.95, 0.60, 0.58]) - skin)
-    nostril = np.clip(_bump2(vertices, 0.0062, 1.5405, 0.0036, 0.0022, mirrored=True), 0, 1) * front
+    nostril = np.clip(_bump2(vertices, 0.0058, 1.5420, 0.0034, 0.0024, mirrored=True), 0, 1) * front * tags["facing_down"]
     colors += nostril[:, None] * (np.array([0.45, 0.25, 0.22]) - colors)
     lips = lip_mask(vertices) * front
     colors += lips[:, None] * (np.asarray(COLORS["lips"]) - colors)
@@ -226,17 +309,14 @@ def _skin_colors(vertices: np.ndarray, tags: dict[str, np.ndarray]) -> np.ndarra
 
 
 def seam_front_z() -> float:
-    phi, polar = np.meshgrid(np.array([0.0]), _row_angles())
-    base, normals = base_surface(phi, polar)
-    skin = base + normals * face_relief(base, normals)[..., None]
-    row = int(np.argmin(np.abs(skin[:, 0, 1] - MOUTH_Y)))
-    return float(skin[row, 0, 2])
+    """Depth of the mouth line at the middle of the face."""
+    return float(_surface(np.zeros(1), _polar_at_heights(0.0, [MOUTH_Y]))[0, 2])
 
 
 def teeth_and_tongue() -> list[Part]:
     z_front = seam_front_z()
     parts = []
-    for lower, (centre_y, back) in enumerate(((MOUTH_Y + 0.0040, 0.0088), (MOUTH_Y - 0.0048, 0.0108))):
+    for lower, (centre_y, back) in enumerate(((MOUTH_Y + 0.0048, 0.0100), (MOUTH_Y - 0.0056, 0.0108))):
         x = np.linspace(-0.017, 0.017, 21)
         z = z_front - back - 34.0 * x ** 2 - 0.004 * (x / 0.017) ** 4
         centres = np.stack([x, np.full_like(x, centre_y), z], -1)
