@@ -55,7 +55,13 @@ class FaceModel:
         providers: list[str] | None = None,
         threads: int = 1,
     ) -> None:
-        import onnxruntime
+        try:
+            import onnxruntime
+        except ImportError:
+            raise FaceModelError(
+                "onnxruntime is not installed: install the studio with its `cpu` extra (onnxruntime) "
+                "or its `gpu` extra (onnxruntime-gpu)"
+            ) from None
 
         self.variant = variant
         self.path = Path(path) if path is not None else default_model_path(variant)
