@@ -18,7 +18,6 @@ Held-out split (never used for training; `held_out=True` yields only these):
 
 from __future__ import annotations
 
-import math
 import os
 import shutil
 import subprocess
@@ -32,6 +31,7 @@ import numpy as np
 import soundfile
 
 from assets.model.sentences import generate_sentences
+from studio.engine.sources import resample_clip
 from studio.speech.espeak import EspeakSynth, Phoneme
 from studio.speech.visemes import Track, phoneme_track
 
@@ -267,43 +267,9 @@ def _festival_phonemes(segments: list[tuple[str, float]]) -> tuple[Phoneme, ...]
 
 # ----------------------------------------------------------------------------- signal helpers
 
-def _next_smooth(n: int) -> int:
-    """Smallest 2^a·3^b·5^c ≥ n (fast FFT sizes)."""
-    best = 1 << max(0, (n - 1).bit_length())
-    power5 = 1
-    while power5 < best:
-        power35 = power5
-        while power35 < best:
-            candidate = power35
-            while candidate < n:
-                candidate *= 2
-            best = min(best, candidate)
-            power35 *= 3
-        power5 *= 5
-    return best
-
-
 def resample(audio: np.ndarray, rate_in: int, rate_out: int) -> np.ndarray:
-    """Band-limited resampling via the FFT; output length round(len · rate_out / rate_in)."""
-    audio = np.asarray(audio, dtype=np.float64)
-    if rate_in == rate_out or len(audio) == 0:
-        return audio.astype(np.float32)
-    length_out = int(round(len(audio) * rate_out / rate_in))
-    divisor = math.gcd(rate_in, rate_out)
-    step_in, step_out = rate_in // divisor, rate_out // divisor
-    # zero padding (≥ 256 samples) keeps the FFT's wrap-around off the signal; whole steps keep lengths exact
-    blocks = _next_smooth(-(-(len(audio) + 256) // step_in))
-    size_in, size_out = blocks * step_in, blocks * step_out
-    spectrum = np.fft.rfft(audio, size_in)
-    bins = size_out // 2 + 1
-    if bins <= len(spectrum):
-        spectrum = spectrum[:bins].copy()
-        if size_out % 2 == 0:
-            spectrum[-1] = spectrum[-1].real  # the new Nyquist bin must be real
-    else:
-        spectrum = np.concatenate([spectrum, np.zeros(bins - len(spectrum), complex)])
-    resampled = np.fft.irfft(spectrum, size_out) * (size_out / size_in)
-    return resampled[:length_out].astype(np.float32)
+    """Band-limited resampling of a whole clip (the studio's own clip resampler)."""
+    return resample_clip(np.asarray(audio, np.float64).ravel(), rate_in, rate_out)
 
 
 def _fit_length(audio: np.ndarray, length: int) -> np.ndarray:
