@@ -190,6 +190,9 @@ def speech_to_frame(present: Callable | None = None, trials: int = 10, monitor: 
     window reaches the burst's place in the captured audio. `speech_to_frame_depicted_minus_sound_ms_median`
     says which instant that frame shows, relative to the sound (a few hops early is the model anticipating
     the mouth movement; the full lookahead early means the mouth was already open in silence).
+    `_from_capture` starts the clock when the onset reaches the capture callback instead: the studio's
+    own share, without the audio device's loopback (`_device_loopback_ms`, which a PulseAudio null
+    sink's monitor sets per connection, anywhere from ~10 to ~60 ms).
     """
     from studio.engine.pipeline import Engine
     from studio.engine.sources import MicrophoneSource
@@ -212,7 +215,7 @@ def speech_to_frame(present: Callable | None = None, trials: int = 10, monitor: 
     previous = os.environ.get("PULSE_SOURCE")
     os.environ["PULSE_SOURCE"] = monitor
     rate = 48000
-    latencies, depicted = [], []
+    latencies, depicted, from_capture, loopback = [], [], [], []
     try:
         microphone = ProbedMicrophone("pulse")
         engine = Engine(microphone)
@@ -236,10 +239,15 @@ def speech_to_frame(present: Callable | None = None, trials: int = 10, monitor: 
                     sound_media = engine.source_start_media_s + sound_at / ENGINE_RATE
                     if frame.media_time_s + window_s < sound_media or mouth_openness(frame.arkit) <= OPEN_MOUTH:
                         continue
+                    arrived = microphone.clock.media_to_monotonic(sound_at / ENGINE_RATE) if microphone.clock.ready else None
                     if present is not None:
                         present(frame)
-                    latencies.append((time.monotonic() - clip.started_at) * 1000.0)
+                    now = time.monotonic()
+                    latencies.append((now - clip.started_at) * 1000.0)
                     depicted.append((frame.media_time_s - sound_media) * 1000.0)
+                    if arrived is not None:
+                        from_capture.append((now - arrived) * 1000.0)
+                        loopback.append((arrived - clip.started_at) * 1000.0)
                     break
                 microphone.armed = False
                 while not clip.done and time.monotonic() < deadline:
@@ -253,12 +261,19 @@ def speech_to_frame(present: Callable | None = None, trials: int = 10, monitor: 
             os.environ["PULSE_SOURCE"] = previous
     if not latencies:
         return {"speech_to_frame_trials": 0}
-    return {
+    result = {
         "speech_to_frame_ms_median": float(np.median(latencies)),
         "speech_to_frame_ms_p95": float(np.percentile(latencies, 95)),
         "speech_to_frame_depicted_minus_sound_ms_median": float(np.median(depicted)),
         "speech_to_frame_trials": len(latencies),
     }
+    if from_capture:  # the studio's own share: from the onset reaching the capture callback
+        result.update({
+            "speech_to_frame_from_capture_ms_median": float(np.median(from_capture)),
+            "speech_to_frame_from_capture_ms_p95": float(np.percentile(from_capture, 95)),
+            "speech_to_frame_device_loopback_ms_median": float(np.median(loopback)),
+        })
+    return result
 
 
 def run_all() -> dict:
