@@ -1,14 +1,11 @@
 """Shape, expression and linear blend skinning in numpy.
 
-`lbs` is the reference (float64, every term, SMPL-X semantics, tested against smplx).
-`Poser` is the per-frame path: the shaped rest mesh and joints are cached, the
-expression morph touches only the vertices some shape moves, and skinning reads each
-vertex's four strongest joints.
+`lbs` is the reference (float64, every term, SMPL-X semantics, tested against smplx);
+the renderer's per-frame path (`render.avatar_visual.AvatarMesh`) is tested against it.
+`Kinematics` and `vertex_normals` are shared by both.
 """
 
 from __future__ import annotations
-
-from typing import NamedTuple
 
 import numpy as np
 
@@ -103,77 +100,6 @@ def lbs(
     per_vertex = (model.skin_weights.astype(np.float64) @ skinning.reshape(NUM_JOINTS, 16)).reshape(-1, 4, 4)
     vertices = np.einsum("vab,vb->va", per_vertex[:, :3, :3], shaped) + per_vertex[:, :3, 3]
     return vertices, posed_joints
-
-
-class PosedMesh(NamedTuple):
-    vertices: np.ndarray  # (V, 3) float32
-    joint_transforms: np.ndarray  # (55, 4, 4) float32 skinning matrices (rest → posed)
-    joints: np.ndarray  # (55, 3) float32 posed joint positions
-
-
-class Poser:
-    """Per-frame posing of one avatar at one body shape."""
-
-    def __init__(self, model: AvatarModel, betas: np.ndarray | None = None) -> None:
-        self.model = model
-        shaped = model.v_template.astype(np.float64) + model.shape_dirs.astype(np.float64) @ _padded(
-            betas, model.num_betas
-        )
-        self.rest_vertices = shaped.astype(np.float32)
-        self.rest_joints = model.joint_regressor.astype(np.float64) @ shaped
-        self.kinematics = Kinematics(model.parents, self.rest_joints)
-        expr = model.expr_dirs.astype(np.float32)
-        moved = np.flatnonzero(np.abs(expr).reshape(expr.shape[0], -1).max(axis=1) > 0)
-        self.morph_vertices = moved
-        self._morph_basis = np.ascontiguousarray(expr[moved].reshape(-1, NUM_ARKIT))
-        self._joint_expr = np.einsum("jv,vck->jck", model.joint_regressor[:, moved].astype(np.float64), expr[moved])
-        self._joints_follow_expression = bool(np.abs(self._joint_expr).max(initial=0.0) > 1e-9)
-        self._pose_dirs = None
-        if model.pose_dirs is not None and np.any(model.pose_dirs):
-            self._pose_dirs = np.ascontiguousarray(model.pose_dirs.reshape(-1, model.pose_dirs.shape[2]), np.float32)
-        self._top_index, self._top_weight = _top_joints(model.skin_weights, 4)
-
-    def top_joints(self, k: int = 4) -> tuple[np.ndarray, np.ndarray]:
-        """Each vertex's k strongest joints and their renormalised weights, for GPU skinning."""
-        if k == 4:
-            return self._top_index, self._top_weight
-        return _top_joints(self.model.skin_weights, k)
-
-    def morph(self, arkit: np.ndarray | None) -> np.ndarray:
-        """Shaped rest vertices with the expression applied (V, 3) float32, a fresh array."""
-        out = self.rest_vertices.copy()
-        if arkit is not None and self.morph_vertices.size:
-            weights = np.asarray(arkit, np.float32).reshape(NUM_ARKIT)
-            out[self.morph_vertices] += (self._morph_basis @ weights).reshape(-1, 3)
-        return out
-
-    def joint_transforms(self, pose: np.ndarray | None, transl: np.ndarray | None = None, arkit=None):
-        """Skinning matrices (55, 4, 4) and posed joints (55, 3), with the root translation applied."""
-        joints = self.rest_joints
-        if arkit is not None and self._joints_follow_expression:
-            joints = joints + self._joint_expr @ np.asarray(arkit, np.float64)
-        full_pose = np.zeros((NUM_JOINTS, 3)) if pose is None else np.asarray(pose, np.float64).reshape(NUM_JOINTS, 3)
-        rotmats = batch_rodrigues(full_pose)
-        skinning, posed_joints = self.kinematics.transforms(rotmats, _padded(transl, 3), joints)
-        return skinning.astype(np.float32), posed_joints.astype(np.float32), rotmats
-
-    def pose(self, arkit: np.ndarray | None, pose: np.ndarray | None, transl: np.ndarray | None = None) -> PosedMesh:
-        """Posed vertices, skinning matrices and joints for one frame."""
-        vertices = self.morph(arkit)
-        skinning, joints, rotmats = self.joint_transforms(pose, transl, arkit)
-        if self._pose_dirs is not None:
-            feature = (rotmats[1:] - np.eye(3)).reshape(-1).astype(np.float32)
-            vertices += (self._pose_dirs @ feature).reshape(-1, 3)
-        per_vertex = np.einsum("vk,vkab->vab", self._top_weight, skinning[self._top_index][:, :, :3, :])
-        posed = np.einsum("vab,vb->va", per_vertex[:, :, :3], vertices) + per_vertex[:, :, 3]
-        return PosedMesh(posed.astype(np.float32), skinning, joints)
-
-
-def _top_joints(weights: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    order = np.argsort(-weights, axis=1)[:, :k]
-    top = np.take_along_axis(weights, order, axis=1).astype(np.float32)
-    top /= np.maximum(top.sum(axis=1, keepdims=True), 1e-12)
-    return order.astype(np.int32), top
 
 
 def vertex_normals(positions: np.ndarray, faces: np.ndarray) -> np.ndarray:

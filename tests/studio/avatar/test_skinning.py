@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from studio.avatar.io import save_avatar
-from studio.avatar.skinning import Poser, batch_rodrigues, lbs
+from studio.avatar.skinning import batch_rodrigues, lbs
 from tests.conftest import make_synthetic_avatar
 
 
@@ -20,24 +20,6 @@ def test_rest_pose_leaves_the_mesh_where_it_is(synthetic_avatar):
     vertices, joints = lbs(synthetic_avatar)
     assert np.allclose(vertices, synthetic_avatar.v_template, atol=1e-6)
     assert np.allclose(joints, synthetic_avatar.joint_regressor @ synthetic_avatar.v_template, atol=1e-6)
-
-
-def test_poser_matches_the_reference(synthetic_avatar):
-    rng = np.random.default_rng(3)
-    betas, expression = rng.normal(size=10), rng.random(52)
-    pose, transl = rng.normal(size=(55, 3)) * 0.4, rng.normal(size=3)
-    reference_vertices, reference_joints = lbs(synthetic_avatar, betas, expression, pose, transl)
-    posed = Poser(synthetic_avatar, betas).pose(expression, pose, transl)
-    assert np.abs(posed.vertices - reference_vertices).max() < 1e-5
-    assert np.abs(posed.joints - reference_joints).max() < 1e-5
-
-
-def test_expression_morph_touches_only_moving_vertices(synthetic_avatar):
-    poser = Poser(synthetic_avatar)
-    morphed = poser.morph(np.ones(52))
-    changed = np.flatnonzero(np.abs(morphed - poser.rest_vertices).max(axis=1) > 0)
-    assert set(changed) <= set(poser.morph_vertices)
-    assert changed.size > 0
 
 
 def test_reference_matches_smplx(tmp_path):
