@@ -46,8 +46,8 @@ def _speech_frames(args: argparse.Namespace):
     if args.audio:
         from studio.engine.sources import load_audio
 
-        audio, rate = load_audio(args.audio)
-        return offline.analyze_audio(args.audio, fps=args.fps), (audio, rate)
+        audio, rate = load_audio(args.audio)  # decoded once: analysed here, muxed into the video later
+        return offline.analyze_audio(audio, fps=args.fps, sample_rate=rate), (audio, rate)
     if args.text is not None or args.cue is not None:
         from studio.presets import persona_by_name
 
