@@ -16,6 +16,7 @@ import numpy as np
 
 from studio.avatar.arkit import ARKIT_NAMES
 from studio.avatar.skeleton import JOINT_INDEX
+from studio.avatar.skinning import batch_rodrigues
 from studio.frame import FrameState
 
 ENGINE_STAGES: tuple[str, ...] = ("capture", "features", "inference", "motion", "anchor")
@@ -83,13 +84,7 @@ def axis_angle_to_euler_deg(axis_angle: np.ndarray) -> tuple[float, float, float
     angle = float(np.linalg.norm(vector))
     if angle < 1e-9:
         return 0.0, 0.0, 0.0
-    x, y, z = vector / angle
-    c, s, t = math.cos(angle), math.sin(angle), 1.0 - math.cos(angle)
-    r = np.array([
-        [t * x * x + c, t * x * y - s * z, t * x * z + s * y],
-        [t * x * y + s * z, t * y * y + c, t * y * z - s * x],
-        [t * x * z - s * y, t * y * z + s * x, t * z * z + c],
-    ])
+    r = batch_rodrigues(vector)[0]
     pitch = math.asin(max(-1.0, min(1.0, -r[1, 2])))
     yaw = math.atan2(r[0, 2], r[2, 2])
     roll = math.atan2(r[1, 0], r[1, 1])

@@ -112,32 +112,6 @@ def gaze_angles(arkit: np.ndarray) -> tuple[float, float]:
     return look_side * EYE_LOOK_FULL_RAD, look_down * EYE_LOOK_FULL_RAD
 
 
-# ---------------------------------------------------------------- rotation helpers
-
-def axis_angle_to_matrix(rotvec: np.ndarray) -> np.ndarray:
-    rotvec = np.asarray(rotvec, np.float64)
-    angle = float(np.linalg.norm(rotvec))
-    if angle < 1e-12:
-        return np.eye(3)
-    k = rotvec / angle
-    kx = np.array([[0.0, -k[2], k[1]], [k[2], 0.0, -k[0]], [-k[1], k[0], 0.0]])
-    return np.eye(3) + math.sin(angle) * kx + (1.0 - math.cos(angle)) * (kx @ kx)
-
-
-def matrix_to_axis_angle(matrix: np.ndarray) -> np.ndarray:
-    cos_angle = min(1.0, max(-1.0, (float(np.trace(matrix)) - 1.0) / 2.0))
-    angle = math.acos(cos_angle)
-    if angle < 1e-9:
-        return np.zeros(3)
-    axis = np.array([matrix[2, 1] - matrix[1, 2], matrix[0, 2] - matrix[2, 0], matrix[1, 0] - matrix[0, 1]])
-    norm = float(np.linalg.norm(axis))
-    if norm < 1e-9:  # angle near pi: take the axis from the symmetric part
-        diag = np.sqrt(np.maximum((np.diag(matrix) + 1.0) / 2.0, 0.0))
-        axis = diag * np.sign(np.where(diag == 0, 1.0, [1.0, matrix[0, 1] + 1e-12, matrix[0, 2] + 1e-12]))
-        norm = float(np.linalg.norm(axis))
-    return axis / norm * angle
-
-
 def relaxed_rest_pose() -> np.ndarray:
     """(55, 3) pose with arms hanging relaxed at the sides instead of the T-pose."""
     pose = np.zeros((NUM_JOINTS, 3))

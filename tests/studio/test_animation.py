@@ -5,7 +5,8 @@ import pytest
 
 from studio.animation import IdleAnimator
 from studio.avatar.arkit import ARKIT_INDEX, ARKIT_NAMES
-from studio.engine.motion import MotionStyle, axis_angle_to_matrix
+from studio.avatar.skinning import batch_rodrigues
+from studio.engine.motion import MotionStyle
 
 FPS = 60
 
@@ -44,8 +45,8 @@ def test_mouth_at_rest_and_only_eye_channels_move():
 
 def test_arms_hang_relaxed_at_the_sides():
     frame = IdleAnimator().frame_at(2.0)
-    left_arm = axis_angle_to_matrix(frame.joint_pose("left_shoulder")) @ np.array([1.0, 0.0, 0.0])
-    right_arm = axis_angle_to_matrix(frame.joint_pose("right_shoulder")) @ np.array([-1.0, 0.0, 0.0])
+    left_arm = batch_rodrigues(frame.joint_pose("left_shoulder"))[0] @ np.array([1.0, 0.0, 0.0])
+    right_arm = batch_rodrigues(frame.joint_pose("right_shoulder"))[0] @ np.array([-1.0, 0.0, 0.0])
     for arm in (left_arm, right_arm):
         assert arm[1] < -0.85  # pointing down, not out in a T
     assert left_arm[0] > 0.2 and right_arm[0] < -0.2  # still on their own side

@@ -1,8 +1,11 @@
 """Motion follows prosody, stays bounded under any input, and is deterministic for a seed."""
 
+import math
+
 import numpy as np
 
 from studio.avatar.skeleton import JOINT_INDEX
+from studio.avatar.skinning import batch_rodrigues
 from studio.engine.motion import (
     EYE_LOOK_FULL_RAD,
     MotionGenerator,
@@ -11,13 +14,29 @@ from studio.engine.motion import (
     Prosody,
     ProsodyTracker,
     _swing_then_rest,
-    axis_angle_to_matrix,
     gaze_angles,
-    matrix_to_axis_angle,
     relaxed_rest_pose,
 )
 
 HOP = 0.01
+
+
+def axis_angle_to_matrix(rotvec) -> np.ndarray:
+    return batch_rodrigues(rotvec)[0]
+
+
+def matrix_to_axis_angle(matrix: np.ndarray) -> np.ndarray:
+    cos_angle = min(1.0, max(-1.0, (float(np.trace(matrix)) - 1.0) / 2.0))
+    angle = math.acos(cos_angle)
+    if angle < 1e-9:
+        return np.zeros(3)
+    axis = np.array([matrix[2, 1] - matrix[1, 2], matrix[0, 2] - matrix[2, 0], matrix[1, 0] - matrix[0, 1]])
+    norm = float(np.linalg.norm(axis))
+    if norm < 1e-9:  # angle near pi: take the axis from the symmetric part
+        diag = np.sqrt(np.maximum((np.diag(matrix) + 1.0) / 2.0, 0.0))
+        axis = diag * np.sign(np.where(diag == 0, 1.0, [1.0, matrix[0, 1] + 1e-12, matrix[0, 2] + 1e-12]))
+        norm = float(np.linalg.norm(axis))
+    return axis / norm * angle
 
 
 def _run(generator, prosodies, start=0.0):
