@@ -131,8 +131,10 @@ def _bench_engine(avatar: AvatarModel, quick: bool) -> dict:
     audio device, captured back, through the engine, rendered and read back from the GPU."""
     from render.offscreen import OffscreenRenderer
     from studio.engine import bench
+    from studio.speech.espeak import benchmark_tts
 
     figures = bench.bench_engine(seconds=3.0 if quick else 10.0)
+    figures.update(benchmark_tts(repeats=5 if quick else 20))
     figures.update(bench.text_to_first_lip_frame_ms(trials=2 if quick else 5))
     from studio.engine.sources import AudioDeviceError
 

@@ -334,14 +334,3 @@ def augment(audio: np.ndarray, rng: np.random.Generator, sample_rate: int = SAMP
         snr_db = rng.uniform(10.0, 40.0)
         signal = signal + noise * np.sqrt(power / 10 ** (snr_db / 10.0))
     return np.clip(signal, -1.0, 1.0).astype(np.float32)
-
-
-def benchmark_corpus(n: int = 60, seed: int = 0) -> dict:
-    """Corpus generation speed (seconds of audio per second of wall time)."""
-    import time
-
-    started = time.perf_counter()
-    audio_s = sum(u.duration_s for u in synthesize_utterances(n, seed))
-    elapsed = time.perf_counter() - started
-    return {"corpus_utterances": n, "corpus_audio_s": round(audio_s, 1), "corpus_wall_s": round(elapsed, 2),
-            "corpus_audio_s_per_wall_s": round(audio_s / elapsed, 1)}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import threading
 import time
 from collections.abc import Callable
 
@@ -273,12 +272,4 @@ def speech_to_frame(present: Callable | None = None, trials: int = 10, monitor: 
             "speech_to_frame_from_capture_ms_p95": float(np.percentile(from_capture, 95)),
             "speech_to_frame_device_loopback_ms_median": float(np.median(loopback)),
         })
-    return result
-
-
-def run_all() -> dict:
-    result = bench_engine()
-    result.update(text_to_first_lip_frame_ms())
-    result.update(speech_to_frame())
-    result["threads_left"] = threading.active_count()
     return result
