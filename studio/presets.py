@@ -11,9 +11,12 @@ import os
 from pathlib import Path
 from typing import Literal
 
+import numpy as np
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from studio.avatar.arkit import NUM_ARKIT, arkit_index
+from studio.engine.motion import MotionStyle
 from studio.fileio import atomic_write
 from studio.paths import presets_dir, user_data_dir
 
@@ -72,9 +75,31 @@ class Voice(_Strict):
 class ExpressionStyle(_Strict):
     gains: dict[str, float] = {}
     caps: dict[str, float] = {}
-    blink_rate_per_min: float = Field(16.0, ge=0, le=60)
+    blink_rate_per_min: float = Field(16.0, ge=0, le=40)
     head_motion: float = Field(1.0, ge=0, le=3)
-    gesture_energy: float = Field(1.0, ge=0, le=3)
+    gesture_energy: float = Field(1.0, ge=0, le=2)
+    sway: float = Field(1.0, ge=0, le=3)
+
+    @field_validator("gains", "caps")
+    @classmethod
+    def _arkit_names(cls, values: dict[str, float]) -> dict[str, float]:
+        for name, value in values.items():
+            try:
+                arkit_index(name)
+            except KeyError:
+                raise ValueError(f"unknown ARKit shape {name!r}; use one of the 52 ARKit names") from None
+            if not 0.0 <= value <= 4.0:
+                raise ValueError(f"{name} = {value}: allowed 0..4")
+        return values
+
+    def weight_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """(gains, caps) over the 52 ARKit weights in canonical order; unnamed shapes get 1."""
+        gains, caps = np.ones(NUM_ARKIT, np.float32), np.ones(NUM_ARKIT, np.float32)
+        for name, value in self.gains.items():
+            gains[arkit_index(name)] = value
+        for name, value in self.caps.items():
+            caps[arkit_index(name)] = value
+        return gains, caps
 
 
 class Persona(_Strict):
@@ -87,6 +112,11 @@ class Persona(_Strict):
     style: ExpressionStyle = ExpressionStyle()
     default_preset: str = "default"
     cue_lines: list[str] = []
+
+    def motion_style(self) -> MotionStyle:
+        """The engine's non-verbal motion at this persona's intensities."""
+        return MotionStyle(head_gain=self.style.head_motion, blink_rate_per_min=self.style.blink_rate_per_min,
+                           gesture_energy=self.style.gesture_energy, sway=self.style.sway)
 
 
 def _migrate(data: dict) -> dict:

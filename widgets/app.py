@@ -69,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     gui = commands.add_parser("gui", help="open the studio window (the default)")
     gui.add_argument("--avatar", type=_existing_file, help="avatar file (.npz or SMPL-X .pkl)")
     gui.add_argument("--preset", help="preset name (built-in: default, medical, education, or your own)")
+    gui.add_argument("--persona", default="default", help="persona name (built-in: default, or your own)")
 
     selftest = commands.add_parser("selftest", help="render offscreen and check the avatar is drawn and moves")
     selftest.add_argument("--avatar", type=_existing_file, help="avatar file to check instead of the default")
@@ -104,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command == "gui":
         from widgets.main_window import run_gui
 
-        return run_gui(getattr(args, "avatar", None), getattr(args, "preset", None))
+        return run_gui(getattr(args, "avatar", None), getattr(args, "preset", None), getattr(args, "persona", "default"))
     from widgets import commands as implementations
 
     return getattr(implementations, f"{command}_command")(args)

@@ -39,6 +39,7 @@ from studio.animation import IdleAnimator  # noqa: E402
 from studio.avatar.io import load_avatar, load_avatar_or_default  # noqa: E402
 from studio.avatar.model import AvatarFormatError, AvatarModel  # noqa: E402
 from studio.frame import FrameState  # noqa: E402
+from studio.presets import Persona, PresetError, Voice, persona_by_name, preset_by_name
 from widgets.inspector import InspectorPanel, monospace_font  # noqa: E402
 from widgets.latency_dock import LatencyPanel  # noqa: E402
 from widgets.models import DEFAULT_LATENCY_TARGET_MS, EngineController, FpsMeter, InspectorModel, LatencyModel  # noqa: E402
@@ -99,8 +100,9 @@ def apply_studio_theme(app: QApplication) -> None:
 class SpeakTextDialog(QDialog):
     """A line of text and the voice, rate and pitch to speak it with."""
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None, voice: Voice | None = None) -> None:
         super().__init__(parent)
+        voice = voice or Voice()
         self.setWindowTitle("Speak Text")
         self.text = QLineEdit()
         self.text.setPlaceholderText("Type a line for the avatar to say…")
@@ -108,13 +110,14 @@ class SpeakTextDialog(QDialog):
         self.voice = QComboBox()
         self.voice.setEditable(True)
         self.voice.addItems(ESPEAK_VOICES)
+        self.voice.setCurrentText(voice.name)
         self.rate = QSpinBox()
         self.rate.setRange(80, 450)
-        self.rate.setValue(165)
+        self.rate.setValue(voice.rate_wpm)
         self.rate.setSuffix(" wpm")
         self.pitch = QSpinBox()
         self.pitch.setRange(0, 99)
-        self.pitch.setValue(50)
+        self.pitch.setValue(voice.pitch)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
         buttons.button(QDialogButtonBox.StandardButton.Ok).setText("Speak")
         buttons.accepted.connect(self.accept)
@@ -143,6 +146,7 @@ class MainWindow(QMainWindow):
         layout_path: Path | None = None,
         show_dialogs: bool = True,
         persist_layout: bool = True,
+        persona: Persona | None = None,
     ) -> None:
         super().__init__()
         self.setWindowTitle(f"Avatar Studio {studio.__version__}")
@@ -152,7 +156,8 @@ class MainWindow(QMainWindow):
         self.layout_path = layout_path or default_layout_path()
         self._layout_file_bad = False
         self.engine = engine or EngineController()
-        self.idle = IdleAnimator()
+        self.persona = persona or Persona(name="default")
+        self.idle = IdleAnimator(style=self.persona.motion_style())
         self.fps_meter = FpsMeter()
         self.inspector_model = InspectorModel()
         self.latency_model = LatencyModel(target_ms=latency_target_ms)
@@ -372,7 +377,7 @@ class MainWindow(QMainWindow):
             self.play_audio_file(path)
 
     def _ask_text(self) -> None:
-        dialog = SpeakTextDialog(self)
+        dialog = SpeakTextDialog(self, self.persona.voice)
         if dialog.exec() == QDialog.DialogCode.Accepted:
             self.speak_text(dialog.text.text(), dialog.voice.currentText(), dialog.rate.value(), dialog.pitch.value())
 
@@ -449,23 +454,31 @@ class MainWindow(QMainWindow):
         super().closeEvent(event)
 
 
-def _load_preset(name: str | None):
-    """(preset or None, why the preset was not used or None); no name means the default persona's preset."""
-    from studio.presets import PresetError, persona_by_name, preset_by_name
-
+def _load_persona(name: str):
+    """(persona, why the named one was not used or None): a bad persona falls back to the built-in defaults."""
     try:
-        return preset_by_name(name or persona_by_name("default").default_preset), None
+        return persona_by_name(name), None
+    except PresetError as error:
+        return Persona(name="default"), f"{error}; using the built-in persona settings"
+
+
+def _load_preset(name: str):
+    """(preset or None, why the preset was not used or None)."""
+    try:
+        return preset_by_name(name), None
     except PresetError as error:
         return None, f"{error}; using the default latency target of {DEFAULT_LATENCY_TARGET_MS:.0f} ms"
 
 
-def _engine_factory(preset):
-    """Builds the engine with the preset's face-model variant (import deferred to first use)."""
+def _engine_factory(preset, persona: Persona):
+    """Builds the engine with the preset's face-model variant and the persona's style (import deferred to first use)."""
 
     def build():
-        from studio.engine.pipeline import Engine
+        from studio.engine.pipeline import Engine, ExpressionLayer
 
-        return Engine(model_variant=preset.face_model_variant) if preset is not None else Engine()
+        variant = preset.face_model_variant if preset is not None else "fp32"
+        return Engine(model_variant=variant, style=persona.motion_style(),
+                      expression=ExpressionLayer(*persona.style.weight_arrays(), name=persona.name))
 
     return build
 
@@ -479,19 +492,25 @@ def create_application(argv: list[str] | None = None) -> QApplication:
     return app
 
 
-def run_gui(avatar_path: str | None, preset: str | None = None) -> int:
-    """Open the studio window and run until it closes; returns the process exit status."""
+def run_gui(avatar_path: str | None, preset: str | None = None, persona: str = "default") -> int:
+    """Open the studio window and run until it closes; returns the process exit status.
+
+    The persona sets the voice, the motion and expression style and, unless `preset` names one,
+    the preset.
+    """
     app = create_application()
     try:
         avatar, avatar_problem = load_avatar_or_default(avatar_path)
     except AvatarFormatError as error:
         print(f"avatar-studio: cannot load an avatar: {error}", file=sys.stderr)
         return 2
-    loaded_preset, preset_problem = _load_preset(preset)
+    loaded_persona, persona_problem = _load_persona(persona)
+    loaded_preset, preset_problem = _load_preset(preset or loaded_persona.default_preset)
     target_ms = loaded_preset.render.latency_target_ms if loaded_preset is not None else DEFAULT_LATENCY_TARGET_MS
-    window = MainWindow(avatar, engine=EngineController(_engine_factory(loaded_preset)), latency_target_ms=target_ms)
+    window = MainWindow(avatar, engine=EngineController(_engine_factory(loaded_preset, loaded_persona)),
+                        latency_target_ms=target_ms, persona=loaded_persona)
     window.show()
-    for problem in (preset_problem, avatar_problem):
+    for problem in (persona_problem, preset_problem, avatar_problem):
         if problem:
             window.report_error("Avatar Studio", problem)
     return int(app.exec())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from studio.avatar.arkit import ARKIT_INDEX
 from studio.presets import (
     PresetError,
     load_persona,
@@ -67,3 +68,24 @@ def test_save_is_atomic_and_round_trips(tmp_path):
     save_yaml(preset, path)
     assert load_preset(path) == preset
     assert [p.name for p in tmp_path.iterdir()] == ["e.yaml"]
+
+
+def test_persona_style_names_arkit_shapes_and_becomes_engine_settings(tmp_path):
+    path = tmp_path / "calm.yaml"
+    path.write_text(
+        "name: calm\nstyle: {gains: {JawOpen: 1.5}, caps: {mouthSmile_L: 0.4}, blink_rate_per_min: 6,"
+        " head_motion: 0.5, gesture_energy: 0.2}\n"
+    )
+    persona = load_persona(path)
+    gains, caps = persona.style.weight_arrays()
+    assert gains[ARKIT_INDEX["jawOpen"]] == 1.5 and caps[ARKIT_INDEX["mouthSmileLeft"]] == 0.4
+    assert gains.sum() == 51 + 1.5 and caps.sum() == 51 + 0.4
+    style = persona.motion_style()
+    assert (style.blink_rate_per_min, style.head_gain, style.gesture_energy) == (6, 0.5, 0.2)
+
+
+def test_persona_gain_for_an_unknown_shape_is_refused_by_name(tmp_path):
+    path = tmp_path / "typo.yaml"
+    path.write_text("name: typo\nstyle: {gains: {jawOpne: 2}}\n")
+    with pytest.raises(PresetError, match="style.gains.*'jawOpne'"):
+        load_persona(path)

@@ -13,8 +13,9 @@ from PySide6.QtWidgets import QMessageBox
 from studio.avatar.arkit import ARKIT_INDEX
 from studio.avatar.skeleton import JOINT_INDEX
 from studio.frame import FrameState
+from studio.presets import ExpressionStyle, Persona, Voice
 from tests.conftest import make_synthetic_avatar
-from widgets.main_window import MainWindow
+from widgets.main_window import MainWindow, SpeakTextDialog
 from widgets.models import EngineController
 from widgets.settings import default_layout_path
 
@@ -182,6 +183,16 @@ def test_microphone_device_menu_lists_the_inputs_and_starts_the_chosen_one(open_
     qtbot.waitUntil(lambda: window.source_label.text().startswith("Source: microphone"), timeout=10000)
     window.stop_speech()
     assert window.source_label.text() == "Source: idle"
+
+
+def test_the_persona_sets_the_voice_defaults_and_the_idle_motion(open_window):
+    calm = Persona(name="calm", voice=Voice(name="en-gb", rate_wpm=200, pitch=30),
+                   style=ExpressionStyle(blink_rate_per_min=0))
+    window = open_window(persona=calm)
+    dialog = SpeakTextDialog(window, window.persona.voice)
+    assert (dialog.voice.currentText(), dialog.rate.value(), dialog.pitch.value()) == ("en-gb", 200, 30)
+    blinks = [window.idle.frame_at(t / 10).arkit[ARKIT_INDEX["eyeBlinkLeft"]] for t in range(600)]
+    assert max(blinks) < 0.1
 
 
 def test_run_gui_opens_the_avatar_with_the_presets_latency_target_and_returns_0_when_closed(qapp, studio_home, tmp_path):
