@@ -40,29 +40,29 @@ def selftest_command(args: argparse.Namespace) -> int:
 
 
 def _speech_frames(args: argparse.Namespace):
-    """Frames and audio for `render`: a file, a typed line, or the idle animation."""
+    """Frames and audio for `render`: a file, a typed line, or the idle animation, in the persona's style."""
     from studio.engine import offline
+    from studio.presets import persona_by_name
 
+    persona = persona_by_name("default")
+    style = persona.motion_style()
     if args.audio:
         from studio.engine.sources import load_audio
 
         audio, rate = load_audio(args.audio)  # decoded once: analysed here, muxed into the video later
-        return offline.analyze_audio(audio, fps=args.fps, sample_rate=rate), (audio, rate)
+        return offline.analyze_audio(audio, fps=args.fps, sample_rate=rate, style=style), (audio, rate)
     if args.text is not None or args.cue is not None:
-        from studio.presets import persona_by_name
-
-        persona = persona_by_name("default")
         text = args.text
         if args.cue is not None:
             if not 1 <= args.cue <= len(persona.cue_lines):
                 raise ValueError(f"--cue {args.cue}: persona {persona.name!r} has cue lines 1..{len(persona.cue_lines)}")
             text = persona.cue_lines[args.cue - 1]
         voice = persona.voice
-        clip, frames = offline.analyze_text(text, voice.name, voice.rate_wpm, voice.pitch, fps=args.fps)
+        clip, frames = offline.analyze_text(text, voice.name, voice.rate_wpm, voice.pitch, fps=args.fps, style=style)
         return frames, (clip.audio, clip.sample_rate)
     from studio.animation import IdleAnimator
 
-    animator = IdleAnimator()
+    animator = IdleAnimator(style=style)
     count = max(1, round(args.duration * args.fps))
     return [animator.frame_at(i / args.fps) for i in range(count)], None
 
@@ -74,11 +74,12 @@ def render_command(args: argparse.Namespace) -> int:
     except AvatarFormatError as error:
         return _fail(str(error))
     from studio.engine.sources import AudioInputError
+    from studio.presets import PresetError
     from studio.speech.espeak import SpeechError
 
     try:
         frames, audio = _speech_frames(args)
-    except (AudioInputError, SpeechError, ValueError) as error:
+    except (AudioInputError, SpeechError, PresetError, ValueError) as error:
         return _fail(str(error))
     from render.video import render_video
 
