@@ -74,12 +74,11 @@ def render_command(args: argparse.Namespace) -> int:
     except AvatarFormatError as error:
         return _fail(str(error))
     from studio.engine.sources import AudioInputError
-    from studio.presets import PresetError
     from studio.speech.espeak import SpeechError
 
     try:
         frames, audio = _speech_frames(args)
-    except (AudioInputError, SpeechError, PresetError, ValueError) as error:
+    except (AudioInputError, SpeechError, ValueError) as error:  # a PresetError is a ValueError
         return _fail(str(error))
     from render.video import render_video
 
