@@ -21,6 +21,8 @@ need_root() {
 install_system() {
   local wanted="$RUNTIME_PACKAGES"
   [ "${1:-}" = dev ] && wanted="$wanted $TEST_PACKAGES"
+  # Debian's python3 needs python3-venv for `python3 -m venv` (ensurepip); make needs nothing more.
+  "$PYTHON" -c "import ensurepip" 2>/dev/null || wanted="$wanted python3-venv"
   local missing=()
   for pkg in $wanted; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
