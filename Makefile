@@ -8,7 +8,7 @@ export PYQTGRAPH_QT_LIB ?= PySide6
 # Inference runtime extra: cpu (onnxruntime) or gpu (onnxruntime-gpu); `make run RUNTIME=gpu`.
 RUNTIME ?= cpu
 
-.PHONY: run test demo bench lint bundle model setup setup-dev clean
+.PHONY: run test test-fresh demo bench lint bundle model setup setup-dev clean
 
 setup:
 	@scripts/setup.sh system
@@ -35,6 +35,10 @@ demo: setup
 
 test: setup-dev
 	@scripts/run-tests.sh
+
+# The README's quick start on a bare Debian: a minbase root, a fresh clone of HEAD, make test and make run.
+test-fresh:
+	@scripts/test-fresh.sh
 
 bench: setup-dev
 	scripts/with-services.sh $(STUDIO) bench --out bench.json

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Install what the studio needs on Debian/Ubuntu: system packages (only the missing ones),
 # then the virtual environment with the requested extras.
-# Usage: scripts/setup.sh system [dev] | venv [EXTRAS]
-# `dev` adds the audio daemon for the tests and the festival voices the model trains on.
+# Usage: scripts/setup.sh system [dev] | venv [EXTRAS] | packages [dev]
+# `dev` adds the audio daemon for the tests and the festival voices the model trains on;
+# `packages` prints the Debian packages `system` would make sure of.
+# Everything the scripts and tests call beyond a minimal Debian (coreutils, bash, dpkg, apt) is listed
+# here: Xvfb/xdpyinfo/xauth, pulseaudio/pactl/pacat, festival, objdump (binutils, for PyInstaller).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
@@ -18,11 +21,22 @@ need_root() {
     echo "error: installing system packages needs root or sudo: $*" >&2; exit 1; fi
 }
 
-install_system() {
+wanted_packages() {
   local wanted="$RUNTIME_PACKAGES"
   [ "${1:-}" = dev ] && wanted="$wanted $TEST_PACKAGES"
   # Debian's python3 needs python3-venv for `python3 -m venv` (ensurepip); make needs nothing more.
   "$PYTHON" -c "import ensurepip" 2>/dev/null || wanted="$wanted python3-venv"
+  # A Debian interpreter keeps its shared library in libpython3.X, which PyInstaller bundles.
+  local interpreter version
+  interpreter=$("$PYTHON" -c "import os, sys; print(os.path.realpath(sys.executable))")
+  version=$("$PYTHON" -c "import sys; print('%d.%d' % sys.version_info[:2])")
+  dpkg-query -S "$interpreter" >/dev/null 2>&1 && wanted="$wanted libpython$version"
+  echo $wanted
+}
+
+install_system() {
+  local wanted
+  wanted=$(wanted_packages "${1:-}")
   local missing=()
   for pkg in $wanted; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
@@ -58,6 +72,7 @@ install_venv() {
 
 case "${1:-}" in
   system) install_system "${2:-}" ;;
+  packages) wanted_packages "${2:-}" ;;
   venv) install_venv "${2:-}" ;;
-  *) echo "usage: $0 system [dev] | venv [EXTRAS]" >&2; exit 2 ;;
+  *) echo "usage: $0 system [dev] | venv [EXTRAS] | packages [dev]" >&2; exit 2 ;;
 esac

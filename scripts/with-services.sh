@@ -5,8 +5,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export AVATAR_SERVICES_DIR=${AVATAR_SERVICES_DIR:-$(mktemp -d /tmp/avatar-services.XXXXXX)}
-for n in $(seq 90 130); do [ -e "/tmp/.X$n-lock" ] || [ -e "/tmp/.X11-unix/X$n" ] || { export AVATAR_DISPLAY=:$n; break; }; done
 trap 'scripts/services.sh stop' EXIT
-eval "$(scripts/services.sh start)" || { echo "could not start Xvfb/PulseAudio" >&2; exit 1; }
+# services.sh names what failed and its log; a failure must stop here, not run tests without devices.
+service_env=$(scripts/services.sh start) || exit 1
+eval "$service_env"
 export QT_QPA_PLATFORM=xcb PYQTGRAPH_QT_LIB=PySide6 OPENBLAS_NUM_THREADS=1
 "$@"

@@ -7,6 +7,7 @@ can stay on for a 10,000 s session.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Mapping
 
 import numpy as np
@@ -42,7 +43,7 @@ class LatencyTelemetry:
         self._over_budget = _Ring(self.window)
         self.over_budget_count = 0
         self.frames = 0
-        self._process = None
+        self._cpu_mark: tuple[float, float] | None = None
 
     def record(self, timings_ms: Mapping[str, float]) -> None:
         """Record one frame's stage timings; their sum is checked against the budget."""
@@ -81,14 +82,16 @@ class LatencyTelemetry:
         }
 
     def cpu_pct(self) -> float:
-        """Process CPU load since the previous call (100 = one full core)."""
-        if self._process is None:
-            import psutil
+        """Process CPU load since the previous call (100 = one full core; 0 on the first call).
 
-            self._process = psutil.Process()
-            self._process.cpu_percent(interval=None)
+        Read from the process CPU-time clock (nanosecond resolution), not from /proc's tick
+        counts: those advance in 10 ms steps, so a short or light interval reads as 0 %.
+        """
+        mark = (time.process_time(), time.monotonic())
+        previous, self._cpu_mark = self._cpu_mark, mark
+        if previous is None or mark[1] <= previous[1]:
             return 0.0
-        return float(self._process.cpu_percent(interval=None))
+        return 100.0 * (mark[0] - previous[0]) / (mark[1] - previous[1])
 
     def reset(self) -> None:
         with self._lock:

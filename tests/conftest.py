@@ -3,12 +3,53 @@
 from __future__ import annotations
 
 import os
+import socket
 
 import numpy as np
 import pytest
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("PYQTGRAPH_QT_LIB", "PySide6")
+
+QT_FIXTURES = {"qtbot", "qapp"}
+
+
+def x_display_problem(display: str | None) -> str | None:
+    """Why no X server answers on `display` (None when one does), without touching Qt.
+
+    Qt's xcb platform aborts the whole process when it cannot connect, so the tests check first.
+    """
+    if not display:
+        return "DISPLAY is not set"
+    number = display.rpartition(":")[2].split(".")[0]
+    if display.startswith(":") and number.isdigit():
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            probe.connect(f"/tmp/.X11-unix/X{number}")
+        except OSError as error:
+            return f"no X server answers on DISPLAY={display} ({error.strerror})"
+        finally:
+            probe.close()
+    return None
+
+
+DISPLAY_PROBLEM = x_display_problem(os.environ.get("DISPLAY"))
+if DISPLAY_PROBLEM:
+    # Keep Qt from aborting the run: tests that need a window fail one by one with the reason instead.
+    os.environ["QT_QPA_PLATFORM"] = "offscreen"
+
+
+def pytest_report_header(config) -> str | None:
+    if DISPLAY_PROBLEM:
+        return f"WARNING: {DISPLAY_PROBLEM}: window tests will fail; run `make test`, which starts Xvfb"
+    return None
+
+
+@pytest.fixture(autouse=True)
+def _needs_x_display(request) -> None:
+    """Tests that open Qt windows fail with the reason when there is no X server, never abort the run."""
+    if DISPLAY_PROBLEM and QT_FIXTURES & set(request.fixturenames):
+        pytest.fail(f"{DISPLAY_PROBLEM}: this test opens a window; run `make test`, which starts Xvfb")
 
 from studio.avatar.model import AvatarModel, Material  # noqa: E402
 
