@@ -19,9 +19,9 @@ from studio.avatar.arkit import NUM_ARKIT, arkit_index
 from studio.engine.motion import MotionStyle
 from studio.fileio import atomic_write
 from studio.paths import presets_dir, user_data_dir
+from studio.precision import Level, ModulePlan, plan_for
 
-SCHEMA_VERSION = 1
-Level = Literal["high", "medium", "low"]
+SCHEMA_VERSION = 2  # 2: preset `rates` and `render.lod` (module plan, studio.precision)
 
 
 class PresetError(ValueError):
@@ -44,6 +44,14 @@ class RenderBudget(_Strict):
     height: int = Field(720, ge=90, le=4320)
     fps: float = Field(30.0, gt=0, le=240)
     latency_target_ms: float = Field(50.0, gt=0, le=1000)
+    lod: Literal["auto", "high", "medium", "low"] = "auto"  # mesh level of detail; auto follows `modules.body`
+
+
+class UpdateRates(_Strict):
+    """Update rates in Hz; None (the default) takes the rate of the module's level."""
+
+    face_hz: float | None = Field(None, ge=10, le=100)
+    body_hz: float | None = Field(None, ge=5, le=100)
 
 
 class LongSession(_Strict):
@@ -58,12 +66,18 @@ class Preset(_Strict):
     description: str = ""
     modules: Modules = Modules()
     render: RenderBudget = RenderBudget()
+    rates: UpdateRates = UpdateRates()
     long_session: LongSession = LongSession()
 
     @property
     def face_model_variant(self) -> str:
         """`high` runs the fp32 face model, `medium`/`low` the INT8 one."""
-        return "fp32" if self.modules.face == "high" else "int8"
+        return self.plan.face_variant
+
+    @property
+    def plan(self) -> ModulePlan:
+        """The concrete work this preset's levels ask for (model variant, rates, LOD, cloth springs)."""
+        return plan_for(self)
 
 
 class Voice(_Strict):
@@ -120,7 +134,16 @@ class Persona(_Strict):
 
 
 def _migrate(data: dict) -> dict:
-    """Bring an older file forward to SCHEMA_VERSION (version 1 is the first)."""
+    """Bring an older file forward to SCHEMA_VERSION, one version at a time.
+
+    1 -> 2 only added optional sections (preset `rates`, `render.lod`) whose defaults keep a
+    version-1 file meaning what it meant.
+    """
+    data = dict(data)
+    version = data.get("schema_version", SCHEMA_VERSION)
+    if version < 2:
+        version = 2
+    data["schema_version"] = version
     return data
 
 

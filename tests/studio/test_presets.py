@@ -36,7 +36,7 @@ def test_user_preset_shadows_the_builtin(tmp_path, monkeypatch):
         ("name: x\nmodules: {face: ultra}\n", "field 'modules.face' = 'ultra'"),
         ("name: x\nrender: {fps: -3}\n", "field 'render.fps' = -3"),
         ("name: x\nbogus: 1\n", "field 'bogus'"),
-        ("schema_version: 9\nname: x\n", "field 'schema_version' = 9: allowed 1..1"),
+        ("schema_version: 9\nname: x\n", "field 'schema_version' = 9: allowed 1..2"),
         ("- just\n- a list\n", "expected a YAML mapping"),
         ("name: [unclosed\n", "not a readable YAML"),
     ],
@@ -89,3 +89,34 @@ def test_persona_gain_for_an_unknown_shape_is_refused_by_name(tmp_path):
     path.write_text("name: typo\nstyle: {gains: {jawOpne: 2}}\n")
     with pytest.raises(PresetError, match="style.gains.*'jawOpne'"):
         load_persona(path)
+
+
+def test_version_1_preset_migrates_and_means_what_it_meant(tmp_path):
+    path = tmp_path / "old.yaml"
+    text = "schema_version: 1\nname: old\nmodules: {face: medium, hands: low, body: low, cloth: low}\n"
+    path.write_text(text)
+    preset = load_preset(path)
+    assert preset.schema_version == 2 and preset.render.lod == "auto" and preset.rates.face_hz is None
+    assert preset.plan.face_variant == "int8" and preset.plan.lod == "low" and preset.plan.body_mode == "head_torso"
+    assert path.read_text() == text
+
+
+def test_every_builtin_preset_has_a_plan():
+    plans = {name: preset_by_name(name).plan for name in ("default", "medical", "education", "performance")}
+    medical = plans["medical"]
+    assert medical.face_variant == "fp32" and medical.keep_face_detail and medical.body_mode == "head_torso"
+    assert medical.cloth_regions == () and medical.hands_mode == "relaxed"
+    performance = plans["performance"]
+    assert performance.face_rate_hz < plans["default"].face_rate_hz and performance.lod == "low"
+    assert plans["default"].cloth_regions  # secondary motion on by default
+
+
+def test_explicit_rates_override_the_level(tmp_path):
+    path = tmp_path / "r.yaml"
+    path.write_text("name: r\nrates: {face_hz: 20, body_hz: 10}\nrender: {lod: medium}\n")
+    plan = load_preset(path).plan
+    assert (plan.face_rate_hz, plan.body_rate_hz, plan.lod) == (20.0, 10.0, "medium")
+    assert plan.face_batch_hops == 5 and plan.body_every_hops == 10
+    path.write_text("name: r\nrates: {face_hz: 500}\n")
+    with pytest.raises(PresetError, match="rates.face_hz"):
+        load_preset(path)
