@@ -15,7 +15,7 @@ OPEN_MOUTH = 0.1  # mouth_openness above this counts as "the mouth opened"
 HOP = int(ENGINE_RATE * HOP_S)
 
 
-def _speech_like(seconds: float, rate: int = ENGINE_RATE) -> np.ndarray:
+def speech_like(seconds: float, rate: int = ENGINE_RATE) -> np.ndarray:
     """Alternating vowel bursts and pauses: buzz at 130 Hz through /a/-like formants."""
     t = np.arange(int(seconds * rate)) / rate
     harmonics = np.arange(1, 30)
@@ -25,7 +25,7 @@ def _speech_like(seconds: float, rate: int = ENGINE_RATE) -> np.ndarray:
     return (0.3 * wave / np.abs(wave).max() * envelope).astype(np.float32)
 
 
-class _HopFeeder(AudioSource):
+class HopFeeder(AudioSource):
     """Hands the engine one 10 ms hop per read, as a live device does, without waiting for real time."""
 
     def __init__(self, audio: np.ndarray) -> None:
@@ -68,7 +68,7 @@ def bench_engine(seconds: float = 10.0, rounds: int = 3) -> dict:
     from studio.engine.motion import MotionGenerator, ProsodyTracker
     from studio.engine.pipeline import Engine
 
-    audio = _speech_like(seconds)
+    audio = speech_like(seconds)
     result: dict = {"machine_busy_pct": 100.0 * os.getloadavg()[0] / (os.cpu_count() or 1)}
     stages = ("features", "model", "prosody", "motion")
     for variant in ("fp32", "int8"):
@@ -98,7 +98,7 @@ def bench_engine(seconds: float = 10.0, rounds: int = 3) -> dict:
                     for stage, begin, end in zip(stages, (t0, t1, t2, t3), (t1, t2, t3, t4)):
                         costs[stage].append((end - begin) * 1000.0)
                     costs["hop"].append((t4 - t0) * 1000.0)
-            feeder = _HopFeeder(audio)
+            feeder = HopFeeder(audio)
             queue = engine.subscribe(10_000)
             engine.set_source(feeder)
             index = 0
@@ -223,7 +223,7 @@ def speech_to_frame(present: Callable | None = None, trials: int = 10, monitor: 
         engine.start()
         try:
             engine.speaker.open()
-            burst = engine.speaker.prepare(_speech_like(0.6, rate), rate)
+            burst = engine.speaker.prepare(speech_like(0.6, rate), rate)
             for _ in range(trials):
                 time.sleep(0.8)  # silence: the mouth settles
                 queue.drain()

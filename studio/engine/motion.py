@@ -20,6 +20,7 @@ import numpy as np
 
 from studio.avatar.arkit import ARKIT_INDEX, NUM_ARKIT
 from studio.avatar.skeleton import JOINT_INDEX, NUM_JOINTS
+from studio.engine.hands import HandMotion
 
 HOP_S = 0.01
 AUDIBLE_DB = -50.0  # below this a hop counts as silence
@@ -301,16 +302,36 @@ class MouthGate:
         self._spring.reset(1.0 if opened else 0.0)
 
 
+BODY_MODES = ("full", "head_torso")
+
+
 class MotionGenerator:
-    """Streams a MotionFrame per hop from prosody: idle layer + speech-driven head, blinks, beats."""
+    """Streams a MotionFrame per hop from prosody: idle layer + speech-driven head, blinks, beats.
+
+    `body_mode` "head_torso" leaves the arms at rest (no gestures, no arm sway); `hands_mode` is the
+    finger motion (see hands.py). `steps` counts the frames computed.
+    """
 
     HEAD_LIMIT_RAD = 0.35
     GESTURE_REFRACTORY_S = 0.45
 
-    def __init__(self, style: MotionStyle | None = None) -> None:
+    def __init__(self, style: MotionStyle | None = None, body_mode: str = "full",
+                 hands_mode: str = "articulated") -> None:
         self.style = style or MotionStyle()
         self.idle = IdleMotion(self.style)
+        self.steps = 0
+        self.configure(body_mode, hands_mode)
         self.reset()
+
+    def configure(self, body_mode: str, hands_mode: str) -> None:
+        """Switch the body and hands levels (takes effect at the next step, springs kept)."""
+        if body_mode not in BODY_MODES:
+            raise ValueError(f"body mode {body_mode!r} is not known; allowed: {', '.join(BODY_MODES)}")
+        self.body_mode = body_mode
+        updated = getattr(self, "hands", None)
+        self.hands = HandMotion(hands_mode, self.style.seed)
+        if updated is not None:
+            self.hands.joints_updated = updated.joints_updated
 
     def reset(self) -> None:
         """Back to rest (a new source starts): springs relax, no pending gestures."""
@@ -324,6 +345,7 @@ class MotionGenerator:
         self._gesture_at = -math.inf
         self._gesture_side = 0
         self._gesture_amount = (0.0, 0.0)
+        self._gestures = 0
         self._rng = _rng(self.style.seed, 303)
 
     def set_style(self, style: MotionStyle) -> None:
@@ -358,8 +380,11 @@ class MotionGenerator:
                 self._extra_blink_at = t
             self._speech_run_s = 0.0
 
-        if accent > 0.18 and t - self._gesture_at > self.GESTURE_REFRACTORY_S and self.style.gesture_energy > 0:
+        arms = self.body_mode == "full"
+        if (arms and accent > 0.18 and t - self._gesture_at > self.GESTURE_REFRACTORY_S
+                and self.style.gesture_energy > 0):
             self._gesture_at = t
+            self._gestures += 1
             self._gesture_side = int(self._rng.integers(0, 3))  # 0 left, 1 right, 2 both
             strength = _clamp(accent * 3.0, 0.3, 1.0)
             self._gesture_amount = (strength * (self._gesture_side != 1), strength * (self._gesture_side != 0))
@@ -367,7 +392,10 @@ class MotionGenerator:
         left, right = self._gesture_amount if beat_on else (0.0, 0.0)
         gesture = (_clamp(self._gesture[0].step(left, dt), 0.0, 1.2), _clamp(self._gesture[1].step(right, dt), 0.0, 1.2))
 
-        return compose_motion(self.idle, t, speaking, head_speech, gesture, self._extra_blink_at)
+        self.steps += 1
+        frame = compose_motion(self.idle, t, speaking, head_speech, gesture, self._extra_blink_at, arms=arms)
+        self.hands.apply(frame.pose, t, gesture, shape_seed=self._gestures)
+        return frame
 
     def idle_frame(self, media_time_s: float) -> MotionFrame:
         """The idle layer alone: a pure function of time."""
@@ -396,10 +424,11 @@ def _swing_then_rest(forward: float, side: int) -> tuple[float, float, float]:
 
 
 def compose_motion(idle: IdleMotion, t: float, speaking: float, head_speech, gesture,
-                   extra_blink_at: float) -> MotionFrame:
+                   extra_blink_at: float, arms: bool = True) -> MotionFrame:
     """Lay the speech layer over the idle layer and turn it into joint rotations and eye weights.
 
     `head_speech` is (yaw, pitch, roll) in radians and `gesture` (left, right) lift, as sequences of floats.
+    With `arms` False only the head and torso move; the arms stay at the relaxed rest pose.
     """
     style = idle.style
     gain = style.head_gain
@@ -433,13 +462,16 @@ def compose_motion(idle: IdleMotion, t: float, speaking: float, head_speech, ges
         0.0, 0.0, 0.025 * breath,  # left collar
         0.0, 0.0, -0.025 * breath,  # right collar
     ]
-    for side, sign in ((0, 1.0), (1, -1.0)):  # shoulder, then elbow
-        lift = float(gesture[side]) * energy
-        forward = 0.025 * sway * idle.arms[side](t) + 0.25 * lift + ready
-        values.extend(_swing_then_rest(forward, side))
-        values.extend((0.0, -sign * (ELBOW_BEND_RAD + 0.55 * lift + 1.5 * ready), 0.0))
     pose = _REST_POSE32.copy()
-    pose.reshape(-1)[_MOTION_ENTRIES] = values
+    if arms:
+        for side, sign in ((0, 1.0), (1, -1.0)):  # shoulder, then elbow
+            lift = float(gesture[side]) * energy
+            forward = 0.025 * sway * idle.arms[side](t) + 0.25 * lift + ready
+            values.extend(_swing_then_rest(forward, side))
+            values.extend((0.0, -sign * (ELBOW_BEND_RAD + 0.55 * lift + 1.5 * ready), 0.0))
+        pose.reshape(-1)[_MOTION_ENTRIES] = values
+    else:
+        pose.reshape(-1)[_MOTION_ENTRIES[:len(values)]] = values
     transl = np.array((0.004 * sway * idle.sway[0](t), 0.0, 0.0), np.float32)
 
     blink = max(idle.blink(t), blink_shape(t - extra_blink_at))

@@ -35,6 +35,7 @@ from studio.engine.motion import (
 from studio.engine.output import SpeakerOutput
 from studio.engine.sources import ENGINE_RATE, AudioDeviceError, AudioSource
 from studio.frame import FrameState, interpolate
+from studio.precision import ModulePlan
 from studio.telemetry import LatencyTelemetry
 
 HOP = int(ENGINE_RATE * HOP_S)
@@ -44,6 +45,18 @@ MOUTH_CHANNELS = np.array([i for i, name in enumerate(ARKIT_NAMES)
 EASE_S = 0.15  # how long the mouth takes to settle when a source changes mid-word
 MOUTH_AT_REST = 0.02  # no mouth weight above this: nothing to ease from
 SOURCE_POLL_S = 0.05  # longest sleep: device-loss checks and idle frames never wait longer
+REPLAY_HOPS = 48  # recent feature frames kept to warm a newly switched-in face model
+
+
+@dataclass
+class EngineWork:
+    """Work done since the engine was built, counted (not timed): what a module level changes."""
+
+    inference_calls: int = 0
+    hops_inferred: int = 0
+    frames_emitted: int = 0
+    motion_steps: int = 0
+    finger_joint_updates: int = 0
 
 
 class ExpressionLayer:
@@ -166,15 +179,25 @@ class Engine:
     def __init__(self, source: AudioSource | None = None, model_variant: str = "fp32",
                  style: MotionStyle | None = None, fps: float = 100.0,
                  expression: ExpressionLayer | Callable[[np.ndarray], np.ndarray] | None = None,
-                 anchor: AnchorStage | None = None, budget_ms: float = 10.0) -> None:
+                 anchor: AnchorStage | None = None, budget_ms: float = 10.0, plan: ModulePlan | None = None) -> None:
         from studio.engine.face_model import FaceModel
 
+        if plan is not None:
+            model_variant, fps = plan.face_variant, plan.face_rate_hz
         if not 1.0 <= fps <= 100.0:
             raise ValueError(f"Engine fps={fps} is out of range; allowed 1..100 (the model runs at 100 hops/s)")
+        self.plan = plan or ModulePlan(face_variant=model_variant, face_rate_hz=fps)
         self.fps = float(fps)
         self.model = FaceModel(model_variant)
         self.model_variant = model_variant
-        self.motion = MotionGenerator(style)
+        self._models = {model_variant: self.model}
+        self.motion = MotionGenerator(style, self.plan.body_mode, self.plan.hands_mode)
+        self.work = EngineWork()
+        self._pending_plan: ModulePlan | None = None
+        self._batch_features: list[np.ndarray] = []
+        self._recent_features: deque[np.ndarray] = deque(maxlen=REPLAY_HOPS)
+        self._model_fed = 0  # feature frames given to the model since its stream began
+        self._held_motion = None  # (hop index, MotionFrame) while the body rate holds the pose
         self.expression = expression or ExpressionLayer()
         self.anchor = anchor or AnchorStage()
         self.slot = LatestFrameSlot()
@@ -218,6 +241,41 @@ class Engine:
 
     def set_style(self, style: MotionStyle) -> None:
         self.motion.set_style(style)
+
+    def set_plan(self, plan: ModulePlan) -> None:
+        """Switch module levels live: face model and rate, body mode and rate, hands.
+
+        A face model not yet loaded is loaded here, on the caller's thread; the switch itself happens
+        on the engine thread between hops (the sound never stops), and the new model is first warmed
+        on the recent audio so the mouth carries on where it was.
+        """
+        from studio.engine.face_model import FaceModel
+
+        if not 1.0 <= plan.face_rate_hz <= 100.0:
+            raise ValueError(f"face rate {plan.face_rate_hz} Hz is out of range; allowed 1..100")
+        if plan.face_variant not in self._models:
+            self._models[plan.face_variant] = FaceModel(plan.face_variant)
+        if self.running:
+            with self._lock:
+                self._pending_plan = plan
+            self._wake.set()
+        else:
+            self._apply_plan(plan)
+
+    def _apply_plan(self, plan: ModulePlan) -> None:
+        if plan.face_variant != self.model_variant:
+            self._run_batch()
+            model = self._models[plan.face_variant]
+            model.reset()
+            if self._recent_features:
+                model.step(np.stack(list(self._recent_features)))
+            self.model, self.model_variant = model, plan.face_variant
+        if plan.face_rate_hz != self.fps:
+            self.fps = float(plan.face_rate_hz)
+            self._last_emitted_frame_index = math.floor(self._media_now * self.fps + 1e-6)
+        self.motion.configure(plan.body_mode, plan.hands_mode)
+        self._held_motion = None
+        self.plan = plan
 
     def subscribe(self, maxlen: int = 256) -> FrameQueue:
         queue = FrameQueue(maxlen)
@@ -293,6 +351,9 @@ class Engine:
     def _iterate(self) -> float:
         with self._lock:
             pending, self._pending = self._pending, []
+            plan, self._pending_plan = self._pending_plan, None
+        if plan is not None:
+            self._apply_plan(plan)
         for source in pending:
             if self._source is not None and self._source is not source:
                 self._source.stop()
@@ -333,10 +394,10 @@ class Engine:
         self._flushed = False
         self._prosody_history: deque[Prosody] = deque(maxlen=256)
         self._track = None
-        self.features.reset()
-        self.model.reset()
+        self._reset_face_stream()
         self.prosody.reset()
         self.motion.reset()
+        self._held_motion = None
         self._gate.reset()
         self._idle_anchor = (self._media_now, time.monotonic())
         self.source_error = None
@@ -407,13 +468,34 @@ class Engine:
         self._prosody_count = 0
         self._prosody_history.clear()
         self._hops_done = max(self._hops_done, self._origin_hop)
-        self.features.reset()
-        self.model.reset()
+        self._reset_face_stream()
         self.prosody.reset()
         return samples[self._origin_hop * HOP - start:]
 
-    def _face_hops(self, features: np.ndarray | None) -> list[_Hop]:
-        """Face weights for the hops that are now complete (model output lags by its lookahead)."""
+    def _reset_face_stream(self) -> None:
+        self.features.reset()
+        self.model.reset()
+        self._batch_features = []
+        self._recent_features.clear()
+        self._model_fed = 0
+
+    def _run_batch(self):
+        """Run the face model on the waiting feature frames (None when there are none)."""
+        if not self._batch_features:
+            return None
+        frames = np.concatenate(self._batch_features) if len(self._batch_features) > 1 else self._batch_features[0]
+        self._batch_features = []
+        output = self.model.step(frames)
+        self._model_fed += len(frames)
+        self.work.inference_calls += 1
+        self.work.hops_inferred += len(frames)
+        return output
+
+    def _face_hops(self, features: np.ndarray | None, flush: bool = False) -> list[_Hop]:
+        """Face weights for the hops that are now complete (model output lags by its lookahead).
+
+        The model runs once the plan's batch of hops has arrived (every hop at 100 Hz), or at once on `flush`.
+        """
         total = self._origin_hop + self._prosody_count
         if self._track is not None:
             track = self._track
@@ -422,8 +504,14 @@ class Engine:
                     for index in range(self._hops_done, total)]
             self._hops_done = max(self._hops_done, total)
             return hops
-        output = self.model.step(features)
-        first = total - len(output) - self.model.lookahead_frames
+        if features is not None and len(features):
+            self._batch_features.append(features)
+            self._recent_features.extend(features)
+        waiting = sum(len(f) for f in self._batch_features)
+        if waiting == 0 or (waiting < self.plan.face_batch_hops and not flush):
+            return []
+        output = self._run_batch()
+        first = self._origin_hop + self._model_fed - len(output) - self.model.lookahead_frames
         hops = [_Hop(first + i, output.arkit[i], output.visemes[i], float(output.voice_activity[i]))
                 for i in range(len(output)) if first + i >= max(self._origin_hop, 0)]
         if hops:
@@ -439,7 +527,7 @@ class Engine:
         features = self.features.push(silence)
         self._add_prosody(self.prosody.push(silence))
         self._fed += len(silence)
-        for hop in self._face_hops(features):
+        for hop in self._face_hops(features, flush=True):
             if hop.index * HOP < audio_end:
                 self._emit_hop(hop, {})
 
@@ -476,8 +564,8 @@ class Engine:
         np.minimum(arkit, 1.0, out=arkit)
         if gate < 1.0:
             arkit[MOUTH_CHANNELS] *= gate
-        motion = self.motion.step(media, Prosody(prosody.energy, prosody.pitch, prosody.voiced, max(voice, 0.0),
-                                                 prosody.level_db))
+        motion = self._motion_at(hop.index, media, Prosody(prosody.energy, prosody.pitch, prosody.voiced,
+                                                            max(voice, 0.0), prosody.level_db))
         t1 = time.perf_counter()
         frame_index = math.floor(media * self.fps + 1e-6)
         if frame_index == self._last_emitted_frame_index:
@@ -486,6 +574,16 @@ class Engine:
         self._emit(media, motion.apply(self._eased(media, arkit)), motion.pose, motion.transl, hop.visemes, voice,
                    timings, (t1 - t0) * 1000.0)
         self._last_emitted_frame_index = frame_index
+
+    def _motion_at(self, hop_index: int, media: float, prosody: Prosody):
+        """Body motion for this hop: recomputed every `body_every_hops` hops, held in between."""
+        held = self._held_motion
+        if held is not None and 0 <= hop_index - held[0] < self.plan.body_every_hops:
+            return held[1]
+        motion = self.motion.step(media, prosody)
+        self.work.motion_steps += 1
+        self._held_motion = (hop_index, motion)
+        return motion
 
     def _eased(self, media: float, arkit: np.ndarray) -> np.ndarray:
         if media >= self._ease_until:
@@ -505,7 +603,7 @@ class Engine:
             media = next_index / self.fps
             if media > self._media_now:
                 t0 = time.perf_counter()
-                motion = self.motion.step(media, SILENCE)
+                motion = self._motion_at(round(media / HOP_S), media, SILENCE)
                 t1 = time.perf_counter()
                 arkit = self._eased(media, np.zeros(NUM_ARKIT, np.float32))
                 self._emit(media, motion.apply(arkit), motion.pose, motion.transl, None, 0.0, {},
@@ -530,6 +628,8 @@ class Engine:
                            voice_activity=min(max(float(voice), 0.0), 1.0), expression=getattr(layer, "name", ""),
                            timings_ms=stage_ms, sequence=self._sequence)
         self._media_now = media
+        self.work.frames_emitted += 1
+        self.work.finger_joint_updates = self.motion.hands.joints_updated
         self.telemetry.record(stage_ms)
         self.slot.put(state)
         with self._lock:
