@@ -13,15 +13,18 @@ from typing import Literal
 
 import numpy as np
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from studio.avatar.arkit import NUM_ARKIT, arkit_index
+from studio.avatar.arkit import ARKIT_NAMES, NUM_ARKIT, arkit_index
 from studio.engine.motion import MotionStyle
 from studio.fileio import atomic_write
 from studio.paths import presets_dir, user_data_dir
 from studio.precision import Level, ModulePlan, plan_for
 
 SCHEMA_VERSION = 2  # 2: preset `rates` and `render.lod` (module plan, studio.precision)
+PERSONA_SCHEMA_VERSION = SCHEMA_VERSION  # persona 2 added named expressions and their hotkeys
+COLOR_PARTS = ("skin", "lips", "hair", "brows", "eyes", "shirt", "trousers", "shoes")
+MAX_CUE_CHARS = 500  # longer lines belong in a script file; espeak would speak 10,000 characters for minutes
 
 
 class PresetError(ValueError):
@@ -116,8 +119,47 @@ class ExpressionStyle(_Strict):
         return gains, caps
 
 
+def check_cue_line(text: str) -> str:
+    """The line if TTS can speak it; ValueError saying why not (empty, too long, control characters)."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError("a cue line must have words to speak; it is empty")
+    if len(text) > MAX_CUE_CHARS:
+        raise ValueError(f"a cue line has {len(text)} characters; allowed 1..{MAX_CUE_CHARS} (split it into lines)")
+    if any(ord(c) < 32 and c not in "\t" for c in text):
+        raise ValueError("a cue line may not hold line breaks or control characters")
+    return text
+
+
+class NamedExpression(_Strict):
+    """A designer's face (ARKit weights 0..1) that an operator fires by hotkey, fading in and out."""
+
+    weights: dict[str, float] = {}
+    fade_in_s: float = Field(0.25, ge=0, le=10)
+    fade_out_s: float = Field(0.4, ge=0, le=10)
+
+    @field_validator("weights")
+    @classmethod
+    def _arkit_weights(cls, values: dict[str, float]) -> dict[str, float]:
+        out = {}
+        for name, value in values.items():
+            try:
+                canonical = ARKIT_NAMES[arkit_index(name)]
+            except KeyError:
+                raise ValueError(f"unknown ARKit shape {name!r}; use one of the 52 ARKit names") from None
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name} = {value}: allowed 0..1")
+            out[canonical] = float(value)
+        return out
+
+    def weight_array(self) -> np.ndarray:
+        array = np.zeros(NUM_ARKIT, np.float32)
+        for name, value in self.weights.items():
+            array[arkit_index(name)] = value
+        return array
+
+
 class Persona(_Strict):
-    schema_version: int = SCHEMA_VERSION
+    schema_version: int = PERSONA_SCHEMA_VERSION
     name: str
     avatar: str = "default"
     betas: list[float] = Field(default_factory=list, max_length=16)
@@ -126,6 +168,51 @@ class Persona(_Strict):
     style: ExpressionStyle = ExpressionStyle()
     default_preset: str = "default"
     cue_lines: list[str] = []
+    expressions: dict[str, NamedExpression] = {}
+    hotkeys: dict[str, str] = {}  # expression name -> key ("1".."9", "F5", "Ctrl+1")
+
+    @field_validator("betas")
+    @classmethod
+    def _betas_in_range(cls, values: list[float]) -> list[float]:
+        for i, value in enumerate(values):
+            if not -5.0 <= value <= 5.0:
+                raise ValueError(f"betas[{i}] = {value}: allowed -5..5")
+        return values
+
+    @field_validator("colors")
+    @classmethod
+    def _known_parts(cls, values: dict) -> dict:
+        for part, rgb in values.items():
+            if part not in COLOR_PARTS:
+                raise ValueError(f"unknown colour part {part!r}; allowed: {', '.join(COLOR_PARTS)}")
+            if not all(0.0 <= c <= 1.0 for c in rgb):
+                raise ValueError(f"colors.{part} = {list(rgb)}: each channel allowed 0..1")
+        return values
+
+    @field_validator("cue_lines")
+    @classmethod
+    def _speakable(cls, lines: list[str]) -> list[str]:
+        for i, line in enumerate(lines):
+            try:
+                check_cue_line(line)
+            except ValueError as error:
+                raise ValueError(f"cue_lines[{i}]: {error}") from None
+        return lines
+
+    @model_validator(mode="after")
+    def _hotkeys_bind_known_expressions_once(self) -> Persona:
+        seen: dict[str, str] = {}
+        for expression, key in self.hotkeys.items():
+            if expression not in self.expressions:
+                raise ValueError(f"hotkeys: {expression!r} is not one of this persona's expressions "
+                                 f"({', '.join(self.expressions) or 'none'})")
+            normalised = key.strip().lower()
+            if not normalised:
+                raise ValueError(f"hotkeys: {expression!r} has an empty key")
+            if normalised in seen:
+                raise ValueError(f"hotkeys: key {key!r} is bound twice ({seen[normalised]!r} and {expression!r})")
+            seen[normalised] = expression
+        return self
 
     def motion_style(self) -> MotionStyle:
         """The engine's non-verbal motion at this persona's intensities."""
@@ -136,8 +223,8 @@ class Persona(_Strict):
 def _migrate(data: dict) -> dict:
     """Bring an older file forward to SCHEMA_VERSION, one version at a time.
 
-    1 -> 2 only added optional sections (preset `rates`, `render.lod`) whose defaults keep a
-    version-1 file meaning what it meant.
+    1 -> 2 only added optional sections (preset `rates`, `render.lod`; persona `expressions`,
+    `hotkeys`) whose defaults keep a version-1 file meaning what it meant.
     """
     data = dict(data)
     version = data.get("schema_version", SCHEMA_VERSION)

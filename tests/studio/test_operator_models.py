@@ -1,0 +1,50 @@
+"""Cue list and hotkey map: what plays and what is next; keys never bound twice."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from studio.cues import CueList, remaining_clip
+from studio.hotkeys import HotkeyMap, normalise_key
+from studio.presets import PresetError
+from studio.speech.espeak import Phoneme, SpeechClip
+
+
+def test_cue_list_tracks_playing_and_next():
+    cues, ticks = CueList(["One.", "Two.", "Three."]), []
+    cues.changed.connect(lambda: ticks.append((cues.playing, cues.next_index)))
+    assert cues.start() == "One." and (cues.playing, cues.next_index) == (0, 1)
+    cues.finish()
+    assert cues.start(2) == "Three." and cues.next_index is None
+    with pytest.raises(PresetError, match="no cue to speak"):
+        cues.start()
+    assert ticks == [(0, 1), (None, 1), (2, None)]
+
+
+@pytest.mark.parametrize(("line", "why"), [("", "it is empty"), ("   ", "it is empty"),
+                                           ("x" * 10000, "has 10000 characters; allowed 1..500")])
+def test_unspeakable_cue_lines_are_refused_naming_the_cue(line, why):
+    with pytest.raises(PresetError, match=f"cue 2: .*{why}"):
+        CueList(["Fine.", line])
+
+
+def test_hotkeys_refuse_a_key_already_bound():
+    keys = HotkeyMap({"smile": "1", "frown": "2"}, reserved={"H": "Frame Head"})
+    assert keys.key_for("neutral") == "0" and keys.action_for("1") == "smile"
+    with pytest.raises(PresetError, match="already bound to 'smile'"):
+        keys.bind("frown", "1")
+    with pytest.raises(PresetError, match="already bound to 'neutral'"):
+        keys.bind("frown", "0")
+    with pytest.raises(PresetError, match="taken by the window"):
+        keys.bind("frown", "h")
+    keys.bind("frown", "ctrl+2")
+    assert keys.expression_bindings() == {"smile": "1", "frown": "Ctrl+2"}
+    with pytest.raises(PresetError, match="not allowed"):
+        normalise_key("Hyper+F99")
+
+
+def test_remaining_clip_shifts_the_phonemes():
+    clip = SpeechClip(np.arange(22050, dtype=np.float32), 22050, (Phoneme("h", 0.0, 0.4), Phoneme("@", 0.4, 1.0)), "hi")
+    rest = remaining_clip(clip, 0.5)
+    assert len(rest.audio) == 22050 - 11025 and rest.phonemes == (Phoneme("@", 0.0, 0.5),)
