@@ -20,10 +20,39 @@ from studio.frame import FrameState
 _AUDIO_CHUNK = 1024  # AAC frame size
 
 
-def _check_audio(audio) -> tuple[np.ndarray, int] | None:
+class _StreamedAudio:
+    """Audio pulled from a chunked decoder (anything with `sample_rate`, `channels` and `chunks()`, such as
+    studio.engine.audio_file.AudioFileStream) as the video needs it: never the whole file in memory."""
+
+    def __init__(self, stream) -> None:
+        self.rate = int(stream.sample_rate)
+        if not 8000 <= self.rate <= 192000:
+            raise ValueError(f"audio sample_rate {self.rate!r} is not allowed; use an integer 8000..192000 Hz")
+        self.channels = 1 if stream.channels == 1 else 2
+        self._chunks = iter(stream.chunks(channels=self.channels))
+        self._buffer = np.zeros((self.channels, 0), np.float32)
+        self.position = 0  # samples handed out so far
+
+    def take(self, until: int | None) -> np.ndarray:
+        """(channels, n) samples from `position` up to `until` (None: to the end), fewer at the end."""
+        while until is None or self.position + self._buffer.shape[1] < until:
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                break
+            self._buffer = np.concatenate([self._buffer, chunk.T], axis=1)
+        count = self._buffer.shape[1] if until is None else max(0, min(until - self.position,
+                                                                       self._buffer.shape[1]))
+        out, self._buffer = self._buffer[:, :count], self._buffer[:, count:]
+        self.position += count
+        return out
+
+
+def _check_audio(audio) -> tuple[np.ndarray, int] | _StreamedAudio | None:
     """Audio as (channels, samples) float32 and its rate, or a ValueError saying what is wrong."""
     if audio is None:
         return None
+    if hasattr(audio, "chunks"):
+        return _StreamedAudio(audio)
     try:
         samples, rate = audio
     except (TypeError, ValueError):
@@ -50,7 +79,7 @@ def render_video(
     out_path: str | os.PathLike,
     fps: float = 30.0,
     size: tuple[int, int] = (1280, 720),
-    audio: tuple[np.ndarray, int] | None = None,
+    audio=None,
     avatar: AvatarModel | None = None,
     background: str = "studio",
     camera: str = "body",
@@ -60,6 +89,7 @@ def render_video(
     """Render `frames` to an H.264 MP4 at `out_path` (AAC audio when given); returns what was written.
 
     Frames are shown one per 1/fps second in the order given; audio starts with the first frame.
+    `audio` is a (samples, sample_rate) pair, or a chunked decoder (`AudioFileStream`) read as it goes.
     """
     import av
 
@@ -94,9 +124,10 @@ def render_video(
                 audio_stream = None
                 audio_sent = 0
                 if checked_audio is not None:
-                    samples, sample_rate = checked_audio
+                    feed = checked_audio if isinstance(checked_audio, _StreamedAudio) else None
+                    samples, sample_rate = (None, feed.rate) if feed else checked_audio
                     audio_stream = container.add_stream("aac", rate=sample_rate)
-                    audio_stream.layout = "mono" if samples.shape[0] == 1 else "stereo"
+                    audio_stream.layout = "mono" if (feed.channels if feed else samples.shape[0]) == 1 else "stereo"
 
                 for state in frames:
                     image = renderer.render(state)
@@ -107,11 +138,21 @@ def render_video(
                     frame_count += 1
                     if audio_stream is not None:
                         until = int(round(frame_count / rate * sample_rate))
-                        audio_sent = _send_audio(container, audio_stream, samples, sample_rate, audio_sent, until)
+                        if feed:
+                            block = feed.take(until)
+                            audio_sent = _send_audio(container, audio_stream, block, sample_rate, 0, block.shape[1],
+                                                     pts_offset=audio_sent)
+                        else:
+                            audio_sent = _send_audio(container, audio_stream, samples, sample_rate, audio_sent, until)
                 if frame_count == 0:
                     raise ValueError("no frames to render: the frame iterable was empty")
                 if audio_stream is not None:
-                    _send_audio(container, audio_stream, samples, sample_rate, audio_sent, samples.shape[1])
+                    if feed:
+                        while (block := feed.take(feed.position + sample_rate)).shape[1]:
+                            audio_sent = _send_audio(container, audio_stream, block, sample_rate, 0, block.shape[1],
+                                                     pts_offset=audio_sent)
+                    else:
+                        _send_audio(container, audio_stream, samples, sample_rate, audio_sent, samples.shape[1])
                     container.mux(audio_stream.encode(None))
                 container.mux(video.encode(None))
             finally:
@@ -126,11 +167,15 @@ def render_video(
         "fps": float(rate),
         "duration_s": frame_count / float(rate),
         "has_audio": checked_audio is not None,
+        "audio_samples": None if checked_audio is None else (
+            checked_audio.position if isinstance(checked_audio, _StreamedAudio) else checked_audio[0].shape[1]),
     }
 
 
-def _send_audio(container, stream, samples: np.ndarray, sample_rate: int, start: int, until: int) -> int:
-    """Encode samples[start:until] in AAC-sized chunks; returns the new position."""
+def _send_audio(container, stream, samples: np.ndarray, sample_rate: int, start: int, until: int,
+                pts_offset: int = 0) -> int:
+    """Encode samples[start:until] in AAC-sized chunks (stamped from `pts_offset` + start); returns the new position
+    (plus `pts_offset`)."""
     import av
 
     until = min(until, samples.shape[1])
@@ -139,11 +184,11 @@ def _send_audio(container, stream, samples: np.ndarray, sample_rate: int, start:
         stop = min(start + _AUDIO_CHUNK, until)
         chunk = av.AudioFrame.from_ndarray(np.ascontiguousarray(samples[:, start:stop]), format="fltp", layout=layout)
         chunk.sample_rate = sample_rate
-        chunk.pts = start
+        chunk.pts = pts_offset + start
         chunk.time_base = Fraction(1, sample_rate)
         container.mux(stream.encode(chunk))
         start = stop
-    return start
+    return pts_offset + start
 
 
 def probe_video(path: str | os.PathLike) -> dict:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TextIO
 
 
 def atomic_write(path: str | os.PathLike, data: bytes | str, keep_previous_as: str | None = None) -> Path:
@@ -31,3 +34,24 @@ def atomic_write(path: str | os.PathLike, data: bytes | str, keep_previous_as: s
         Path(temp_name).unlink(missing_ok=True)
         raise
     return path
+
+
+@contextlib.contextmanager
+def atomic_writer(path: str | os.PathLike, encoding: str = "utf-8") -> Iterator[TextIO]:
+    """A text file written piece by piece that appears at `path` only when complete (fsync, rename).
+
+    For output too large to build in memory first (a CSV of hours); on any error the temp file
+    is removed and an existing file at `path` is untouched.
+    """
+    path = Path(path)
+    handle, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding=encoding, newline="") as temp:
+            yield temp
+            temp.flush()
+            os.fsync(temp.fileno())
+        os.chmod(temp_name, 0o644)
+        os.replace(temp_name, path)
+    except BaseException:
+        Path(temp_name).unlink(missing_ok=True)
+        raise

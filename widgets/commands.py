@@ -47,10 +47,10 @@ def _speech_frames(args: argparse.Namespace):
     persona = persona_by_name("default")
     style = persona.motion_style()
     if args.audio:
-        from studio.engine.sources import load_audio
+        from studio.engine.audio_file import AudioFileStream
 
-        audio, rate = load_audio(args.audio)  # decoded once: analysed here, muxed into the video later
-        return offline.analyze_audio(audio, fps=args.fps, sample_rate=rate, style=style), (audio, rate)
+        audio = AudioFileStream(args.audio)  # streamed twice, in bounded chunks: analysed and muxed as frames go
+        return offline.stream_frames(args.audio, fps=args.fps, style=style), audio
     if args.text is not None or args.cue is not None:
         text = args.text
         if args.cue is not None:
@@ -83,12 +83,15 @@ def render_command(args: argparse.Namespace) -> int:
     from render.video import render_video
 
     started = time.perf_counter()
-    render_video(
-        frames, args.out, fps=args.fps, size=args.size, audio=audio, avatar=avatar,
-        background=args.background, camera=args.camera,
-    )
-    seconds = len(frames) / args.fps
-    print(f"wrote {args.out}: {len(frames)} frames, {seconds:.2f} s, in {time.perf_counter() - started:.1f} s")
+    try:
+        written = render_video(
+            frames, args.out, fps=args.fps, size=args.size, audio=audio, avatar=avatar,
+            background=args.background, camera=args.camera,
+        )
+    except AudioInputError as error:  # a file damaged part-way shows only while it is decoded
+        return _fail(str(error))
+    count = written["frames"]
+    print(f"wrote {args.out}: {count} frames, {count / args.fps:.2f} s, in {time.perf_counter() - started:.1f} s")
     return 0
 
 

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 import soundfile
 
+from assets.model import flite_voice
+from assets.model.flite_voice import FLITE_VOICES, flite_available
 from assets.model.sentences import generate_sentences
 from studio.engine.sources import resample_clip
 from studio.speech.espeak import EspeakSynth, Phoneme
@@ -47,6 +49,8 @@ FESTIVAL_TRAIN_VOICES = ("kal_diphone", "cmu_us_slt_arctic_hts")
 FESTIVAL_HELD_OUT_VOICES = ("ked_diphone",)
 FESTIVAL_SHARE = 0.3
 """Fraction of utterances given to festival voices (when festival is installed)."""
+FLITE_SHARE = 0.2
+"""Fraction of training utterances given to flite's CMU ARCTIC voices (when flite is installed)."""
 
 _FESTIVAL_CHUNK = 24
 _BLOCK = 64
@@ -98,11 +102,14 @@ def default_voices(held_out: bool = False) -> list[str]:
         espeak = [f"espeak:{base}" + (f"+{variant}" if variant else "")
                   for base in ESPEAK_TRAIN_BASES for variant in ESPEAK_TRAIN_VARIANTS]
         festival = [f"festival:{name}" for name in FESTIVAL_TRAIN_VOICES]
-    return espeak + (festival if festival_available() else [])
+    flite = [] if held_out or not flite_available() else [f"flite:{name}" for name in FLITE_VOICES]
+    return espeak + (festival if festival_available() else []) + flite
 
 
 def is_held_out_voice(voice: str) -> bool:
     engine, _, name = voice.partition(":")
+    if engine == "flite":
+        return False
     if engine == "festival":
         return name in FESTIVAL_HELD_OUT_VOICES
     base, _, variant = name.partition("+")
@@ -142,6 +149,7 @@ def synthesize_utterances(n: int, seed: int, voices: Sequence[str] | None = None
                 if ahead not in pending:  # festival runs in the background while espeak works here
                     pending[ahead] = _submit_festival(pool, blocks[ahead], workdir)
             espeak = {job.index: _espeak_utterance(job) for job in block if job.voice.startswith("espeak:")}
+            espeak.update({job.index: _flite_utterance(job) for job in block if job.voice.startswith("flite:")})
             festival: dict[int, Utterance] = {}
             for future in pending.pop(number).values():
                 festival.update(future.result())
@@ -154,8 +162,9 @@ def _check_voices(voices: Sequence[str], held_out: bool) -> None:
         raise ValueError("voices is empty: give at least one voice, e.g. 'espeak:en-us'")
     for voice in voices:
         engine, _, name = voice.partition(":")
-        if engine not in ("espeak", "festival") or not name:
-            raise ValueError(f"voice {voice!r}: expected 'espeak:<voice>[+variant]' or 'festival:<voice>'")
+        if engine not in ("espeak", "festival", "flite") or not name:
+            raise ValueError(f"voice {voice!r}: expected 'espeak:<voice>[+variant]', 'festival:<voice>' "
+                             f"or 'flite:<{'|'.join(FLITE_VOICES)}>'")
         if is_held_out_voice(voice) != held_out:
             side = "held-out" if is_held_out_voice(voice) else "training"
             raise ValueError(f"voice {voice!r} is a {side} voice; held_out={held_out} allows only "
@@ -163,6 +172,8 @@ def _check_voices(voices: Sequence[str], held_out: bool) -> None:
         if engine == "festival" and not festival_available():
             raise RuntimeError(f"voice {voice!r} needs festival: apt-get install festival festvox-kallpc16k "
                                "festvox-kdlpc16k festvox-us-slt-hts")
+        if engine == "flite" and name not in FLITE_VOICES:
+            raise ValueError(f"voice {voice!r}: flite voices are {', '.join(FLITE_VOICES)}")
         if engine == "espeak":
             EspeakSynth(name)  # SpeechError naming the voice if espeak does not know it
 
@@ -171,11 +182,15 @@ def _plan(n: int, seed: int, voices: Sequence[str], held_out: bool) -> list[_Job
     rng = np.random.default_rng(seed)
     espeak = [v for v in voices if v.startswith("espeak:")]
     festival = [v for v in voices if v.startswith("festival:")]
+    flite = [v for v in voices if v.startswith("flite:")]
     festival_share = FESTIVAL_SHARE if espeak and festival else (1.0 if festival else 0.0)
+    flite_share = FLITE_SHARE if espeak or festival else 1.0
     sentences = generate_sentences(seed, held_out=held_out)
     jobs = []
     for index in range(n):
         pool = festival if rng.random() < festival_share else espeak
+        if flite and (not pool or rng.random() < flite_share):  # no extra draw without flite: old corpora stay
+            pool = flite
         jobs.append(_Job(index=index, voice=pool[int(rng.integers(len(pool)))], text=next(sentences),
                          rate_wpm=int(rng.integers(120, 261)), pitch=int(rng.integers(20, 81)),
                          stretch=float(rng.uniform(0.8, 1.25))))
@@ -194,6 +209,11 @@ def _make_utterance(audio: np.ndarray, rate: int, phonemes: tuple[Phoneme, ...],
 def _espeak_utterance(job: _Job) -> Utterance:
     clip = EspeakSynth(job.voice.partition(":")[2], rate_wpm=job.rate_wpm, pitch=job.pitch).synthesize(job.text)
     return _make_utterance(clip.audio, clip.sample_rate, clip.phonemes, job, "espeak")
+
+
+def _flite_utterance(job: _Job) -> Utterance:
+    audio, rate, segments = flite_voice.synthesize(job.text, job.voice.partition(":")[2])
+    return _make_utterance(audio, rate, _festival_phonemes(segments), job, "segment")
 
 
 def _submit_festival(pool: ThreadPoolExecutor, block: list[_Job], workdir: str) -> dict[tuple, Future]:

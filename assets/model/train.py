@@ -30,6 +30,9 @@ FEATURE_FPS = 100.0
 MOUTH_WEIGHT = 1.0
 OTHER_WEIGHT = 0.25
 CLOSURE_WEIGHT = 4.0
+ROUNDING_WEIGHT = 2.0  # oo/oh/w frames: rounding was under-done on human voices
+LIVE_LOOKAHEAD = 1  # 10 ms: the live model (face_fp32/int8.onnx)
+OFFLINE_LOOKAHEAD = 24  # 240 ms: the offline model (face_offline.onnx) for files, takes and render --audio
 
 
 @dataclass
@@ -57,6 +60,11 @@ class TrainConfig:
     def tiny(cls) -> TrainConfig:
         return cls(n_train=12, n_augmented_copies=1, minutes=0.5, max_steps=30, batch=8, crop_frames=200)
 
+    def with_lookahead(self, lookahead: int) -> TrainConfig:
+        import dataclasses
+
+        return dataclasses.replace(self, lookahead=lookahead)
+
 
 def mouth_weights() -> np.ndarray:
     """Per-shape loss weight: the mouth and jaw carry lip-sync, the rest is secondary."""
@@ -69,6 +77,12 @@ def closure_class() -> int:
     from studio.speech.visemes import VISEMES
 
     return list(VISEMES).index("PP")
+
+
+def rounded_classes() -> tuple[int, int]:
+    from studio.speech.visemes import VISEMES
+
+    return list(VISEMES).index("oh"), list(VISEMES).index("ou")
 
 
 def utterance_to_example(audio: np.ndarray, targets, extractor: LogMelExtractor) -> Example:
@@ -139,7 +153,9 @@ def face_loss(net, batch, shape_weights, closure: int):
     if lag:
         pred_arkit, viseme_logits, vad_logit = pred_arkit[:, lag:], viseme_logits[:, lag:], vad_logit[:, lag:]
         arkit, viseme, vad, mask = arkit[:, :-lag], viseme[:, :-lag], vad[:, :-lag], mask[:, :-lag]
-    frame_weight = mask * (1.0 + (CLOSURE_WEIGHT - 1.0) * (viseme == closure).float())
+    rounded = sum((viseme == k).float() for k in rounded_classes())
+    frame_weight = mask * (1.0 + (CLOSURE_WEIGHT - 1.0) * (viseme == closure).float()
+                           + (ROUNDING_WEIGHT - 1.0) * rounded)
     shape_error = (pred_arkit - arkit).abs() * shape_weights
     shape_loss = (shape_error.sum(-1) * frame_weight).sum() / (frame_weight.sum() * shape_weights.sum())
     ce = F.cross_entropy(viseme_logits.reshape(-1, viseme_logits.shape[-1]), viseme.reshape(-1), reduction="none")
@@ -151,18 +167,19 @@ def face_loss(net, batch, shape_weights, closure: int):
     return total, parts
 
 
-def train(config: TrainConfig, log=print):
-    """Train a FaceNet; returns (net, training summary dict)."""
+def train(config: TrainConfig, log=print, examples: list[Example] | None = None, corpus_s: float = 0.0):
+    """Train a FaceNet (on `examples`, else a corpus built here); returns (net, training summary dict)."""
     import torch
 
     from assets.model.net import FaceNet
 
     torch.set_num_threads(2)
     torch.manual_seed(config.seed)
-    started = time.perf_counter()
-    examples = build_examples(config.n_train, config.seed, held_out=False,
-                              augmented_copies=config.n_augmented_copies)
-    corpus_s = time.perf_counter() - started
+    if examples is None:
+        started = time.perf_counter()
+        examples = build_examples(config.n_train, config.seed, held_out=False,
+                                  augmented_copies=config.n_augmented_copies)
+        corpus_s = time.perf_counter() - started
     total_frames = sum(len(e.features) for e in examples)
     log(f"corpus: {len(examples)} examples, {total_frames / 100 / 60:.1f} min of audio, built in {corpus_s:.0f} s")
     net = FaceNet(channels=config.channels, lookahead=config.lookahead)
@@ -223,22 +240,32 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("assets/models"), help="where the .onnx files go")
     parser.add_argument("--tiny", action="store_true", help="a few sentences and steps, for CI (< 2 min)")
-    parser.add_argument("--minutes", type=float, help="training time budget (default 20, tiny 0.5)")
+    parser.add_argument("--minutes", type=float, help="training time budget per model (default 14, tiny 0.5)")
     parser.add_argument("--report", type=Path, help="model report path (.md; .json beside it); default docs/")
     parser.add_argument("--checkpoint", type=Path, help="where the torch checkpoint goes (default build/)")
     args = parser.parse_args(argv)
-    config = TrainConfig.tiny() if args.tiny else TrainConfig()
+    config = TrainConfig.tiny() if args.tiny else TrainConfig(minutes=14.0)
     if args.minutes is not None:
         config.minutes = args.minutes
     started = time.perf_counter()
-    net, summary = train(config)
-    checkpoint = args.checkpoint or Path("build/face_model") / ("face_tiny.pt" if args.tiny else "face.pt")
-    save_checkpoint(net, config, checkpoint)
+    examples = build_examples(config.n_train, config.seed, held_out=False, augmented_copies=config.n_augmented_copies)
+    corpus_s = time.perf_counter() - started
+    print(f"corpus built in {corpus_s:.0f} s", flush=True)
 
     from assets.model.evaluate import evaluate_and_report
-    from assets.model.export import export_all
+    from assets.model.export import export_all, export_fp32
 
-    paths = export_all(net, args.out)
+    checkpoint = args.checkpoint or Path("build/face_model") / ("face_tiny.pt" if args.tiny else "face.pt")
+    live_config = config.with_lookahead(LIVE_LOOKAHEAD)
+    live, summary = train(live_config, examples=examples, corpus_s=corpus_s)
+    save_checkpoint(live, live_config, checkpoint)
+    paths = export_all(live, args.out)
+    offline_config = config.with_lookahead(OFFLINE_LOOKAHEAD)
+    offline, offline_summary = train(offline_config, examples=examples, corpus_s=corpus_s)
+    save_checkpoint(offline, offline_config, checkpoint.with_name(checkpoint.stem + "_offline.pt"))
+    paths["offline"] = export_fp32(offline, Path(args.out) / "face_offline.onnx")
+    summary["offline_model"] = {k: v for k, v in offline_summary.items() if k in ("train_steps", "train_s",
+                                                                                   "final_loss_parts", "lookahead_ms")}
     summary["total_pipeline_s"] = round(time.perf_counter() - started, 1)
     report = args.report or (Path(args.out) / "model_report.md" if args.tiny else Path("docs/model_report.md"))
     results = evaluate_and_report(paths, report, training=summary, tiny=args.tiny)

@@ -15,7 +15,7 @@ import numpy as np
 
 from studio.paths import asset_path
 
-VARIANTS = ("fp32", "int8")
+VARIANTS = ("fp32", "int8", "offline")  # live fp32 / int8, and the full-context offline model
 N_MELS = 80
 
 

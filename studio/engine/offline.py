@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -26,9 +28,17 @@ from studio.engine.motion import (
     lay_eyes,
 )
 from studio.engine.pipeline import MOUTH_CHANNELS
-from studio.engine.sources import ENGINE_RATE, AudioInputError, load_audio, resample_clip, trim_leading_silence
-from studio.fileio import atomic_write
+from studio.engine.sources import ENGINE_RATE, AudioInputError, resample_clip, trim_leading_silence
+from studio.engine.sources import HOP_SAMPLES as HOP
+from studio.fileio import atomic_writer
 from studio.frame import FrameState
+
+
+def offline_variant() -> str:
+    """The full-context offline model where it is installed, else the live fp32 model."""
+    from studio.engine.face_model import default_model_path
+
+    return "offline" if default_model_path("offline").is_file() else "fp32"
 
 
 def _check_fps(fps: float) -> float:
@@ -37,22 +47,234 @@ def _check_fps(fps: float) -> float:
     return float(fps)
 
 
-def _load(path_or_array, sample_rate: int | None) -> np.ndarray:
+def _array_chunks(audio, sample_rate: int | None) -> Iterator[np.ndarray]:
+    """An in-memory signal as engine-rate chunks (validated like a file)."""
+    if sample_rate is None:
+        raise ValueError("analyze_audio: an array needs sample_rate (Hz)")
+    audio, rate = np.asarray(audio, np.float32), int(sample_rate)
+    if audio.ndim == 2:
+        audio = audio.mean(axis=1 if audio.shape[1] <= 8 else 0)
+    if audio.ndim != 1 or audio.size == 0:
+        raise AudioInputError(f"analyze_audio: expected a non-empty mono or (n, channels) array, got {audio.shape}")
+    if not np.all(np.isfinite(audio)):
+        raise AudioInputError("analyze_audio: audio contains NaN or infinite samples")
+    audio = np.clip(audio, -1.0, 1.0)
+    audio = resample(audio, rate, ENGINE_RATE) if rate != ENGINE_RATE else audio
+    step = ENGINE_RATE * 30
+    for start in range(0, len(audio), step):
+        yield audio[start:start + step]
+
+
+def engine_chunks(path_or_array, sample_rate: int | None = None) -> Iterator[np.ndarray]:
+    """A file (decoded in bounded chunks) or an array, as float32 mono chunks at ENGINE_RATE."""
     if isinstance(path_or_array, (str, Path)):
-        audio, rate = load_audio(path_or_array)
-        audio = audio.mean(axis=1)
-    else:
-        if sample_rate is None:
-            raise ValueError("analyze_audio: an array needs sample_rate (Hz)")
-        audio, rate = np.asarray(path_or_array, np.float32), int(sample_rate)
-        if audio.ndim == 2:
-            audio = audio.mean(axis=1 if audio.shape[1] <= 8 else 0)
-        if audio.ndim != 1 or audio.size == 0:
-            raise AudioInputError(f"analyze_audio: expected a non-empty mono or (n, channels) array, got {audio.shape}")
-        if not np.all(np.isfinite(audio)):
-            raise AudioInputError("analyze_audio: audio contains NaN or infinite samples")
-        audio = np.clip(audio, -1.0, 1.0)
-    return resample(audio, rate, ENGINE_RATE) if rate != ENGINE_RATE else audio.astype(np.float32)
+        from studio.engine.audio_file import AudioFileStream
+
+        stream = AudioFileStream(path_or_array)  # probes now: a bad file fails before any work
+        return (chunk[:, 0] for chunk in stream.chunks(rate=ENGINE_RATE, channels=1))
+    return _array_chunks(path_or_array, sample_rate)
+
+
+@dataclass
+class FrameBlock:
+    """Consecutive output frames as arrays (cheaper than FrameStates for a CSV of hours)."""
+
+    first: int  # index of the first frame
+    times: np.ndarray  # (k,) media time s
+    arkit: np.ndarray  # (k, 52)
+    pose: np.ndarray  # (k, 55, 3)
+    transl: np.ndarray  # (k, 3)
+    visemes: np.ndarray | None  # (k, 15)
+    voice: np.ndarray  # (k,)
+
+    def __len__(self) -> int:
+        return len(self.times)
+
+    def states(self) -> Iterator[FrameState]:
+        for k in range(len(self.times)):
+            yield FrameState(media_time_s=float(self.times[k]), arkit=self.arkit[k], pose=self.pose[k],
+                             transl=self.transl[k], visemes=None if self.visemes is None else self.visemes[k],
+                             voice_activity=float(self.voice[k]), sequence=self.first + k)
+
+
+class StreamingAnalysis:
+    """Engine-rate audio in, frames at `fps` out, as it comes: memory bounded whatever the length.
+
+    Each hop goes through features, the face model (its lookahead compensated, so frame t depicts
+    media time t), the silence gate (which looks MouthGate.LOOK_AHEAD hops ahead: a file has the
+    future), and motion; `push()` returns the frames whose hops are all known, `finish()` the rest.
+    """
+
+    def __init__(self, fps: float = 60, model_variant: str | None = None, style: MotionStyle | None = None) -> None:
+        from studio.engine.face_model import FaceModel
+
+        self.fps = _check_fps(fps)
+        self.model = FaceModel(model_variant or offline_variant())
+        self.features = LogMelExtractor()
+        self.prosody = ProsodyTracker()
+        self.motion = MotionGenerator(style or MotionStyle())
+        self.gate = MouthGate(opened=False)
+        self.samples = 0
+        self._skip = self.model.lookahead_frames  # model outputs that depict time before 0
+        self._last_features: np.ndarray | None = None
+        self._face_start = 0  # hop index of the first kept model output
+        self._face: list[np.ndarray] = [np.zeros((0, NUM_ARKIT), np.float32), np.zeros((0, 15), np.float32),
+                                        np.zeros(0, np.float32)]
+        self._prosodies: list[Prosody] = []
+        self._prosody_start = 0
+        self._hop_start = 0  # hop index of the first kept finished hop
+        self._hop_arkit = np.zeros((0, NUM_ARKIT), np.float32)  # gated mouth per hop
+        self._hop_voice = np.zeros(0, np.float32)
+        self._hop_visemes = np.zeros((0, 15), np.float32)
+        self._hops_done = 0
+        self._frames_done = 0
+        self._finished = False
+
+    def push(self, samples: np.ndarray) -> FrameBlock | None:
+        """Feed the next engine-rate mono samples; the frames they complete (None: none yet)."""
+        if self._finished:
+            raise RuntimeError("StreamingAnalysis: push() after finish()")
+        samples = np.asarray(samples, np.float32)
+        self.samples += len(samples)
+        self._feed(samples)
+        return self._frames(final_hops=None)
+
+    def finish(self) -> FrameBlock | None:
+        """The audio ended: the last frames (the model's lookahead owes some hops)."""
+        if self.samples == 0:
+            raise AudioInputError("the audio holds no samples")
+        self._finished = True
+        pad = (-self.samples) % HOP + HOP  # as a whole signal padded by up to two hops
+        self._feed(np.zeros(pad, np.float32))
+        total_hops = self._prosody_start + len(self._prosodies)
+        if self.model.lookahead_frames:  # as a whole run: the last frame repeated past the end
+            self._model_step(np.repeat(self._last_features, self.model.lookahead_frames, axis=0))
+        return self._frames(final_hops=total_hops)
+
+    def _feed(self, samples: np.ndarray) -> None:
+        features = self.features.push(samples)
+        if len(features):
+            self._last_features = features[-1:]
+            self._model_step(features)
+        self._prosodies.extend(self.prosody.push(samples))
+
+    def _model_step(self, features: np.ndarray) -> None:
+        if not len(features):
+            return
+        out = self.model.step(features)
+        skip = min(self._skip, len(out))
+        self._skip -= skip
+        for k, values in enumerate((out.arkit, out.visemes, out.voice_activity)):
+            self._face[k] = np.concatenate([self._face[k], values[skip:]])
+
+    def _finish_hops(self, final_hops: int | None) -> None:
+        """Gate and store every hop whose face and surrounding loudness are known."""
+        face_end = self._face_start + len(self._face[2])
+        prosody_end = self._prosody_start + len(self._prosodies)
+        if final_hops is None:
+            end = min(face_end, prosody_end - MouthGate.LOOK_AHEAD)
+        else:
+            end = min(face_end, final_hops)
+        if end <= self._hops_done:
+            return
+        levels = np.array([p.level_db for p in self._prosodies], np.float64)
+        loud = np.concatenate([levels > AUDIBLE_DB, np.zeros(MouthGate.LOOK_AHEAD + 1, bool)])
+        count = end - self._hops_done
+        gates = np.empty(count, np.float32)
+        for n, hop in enumerate(range(self._hops_done, end)):
+            low = max(0, hop - MouthGate.LOOK_BEHIND - self._prosody_start)
+            heard = bool(loud[low:hop + MouthGate.LOOK_AHEAD + 1 - self._prosody_start].any())
+            gates[n] = self.gate.step(heard)
+        first = self._hops_done - self._face_start
+        arkit = np.clip(self._face[0][first:first + count], 0.0, 1.0)
+        arkit[:, MOUTH_CHANNELS] *= gates[:, None]
+        self._hop_arkit = np.concatenate([self._hop_arkit, arkit])
+        self._hop_voice = np.concatenate([self._hop_voice, self._face[2][first:first + count] * gates])
+        self._hop_visemes = np.concatenate([self._hop_visemes, self._face[1][first:first + count]])
+        self._hops_done = end
+
+    def _frames(self, final_hops: int | None) -> FrameBlock | None:
+        self._finish_hops(final_hops)
+        hop_end = self._hop_start + len(self._hop_voice)
+        if final_hops is None:  # a frame needs the hop after its time for the interpolation
+            count = max(0, int(math.ceil((hop_end - 1) * HOP_S * self.fps - 1e-9)) - self._frames_done)
+        else:
+            duration = self.samples / ENGINE_RATE
+            count = max(1, int(math.ceil(duration * self.fps - 1e-9))) - self._frames_done
+        block = self._interpolate(count, last_hop=hop_end - 1) if count > 0 else None
+        self._trim()
+        return block
+
+    def _interpolate(self, count: int, last_hop: int) -> FrameBlock:
+        first = self._frames_done
+        times = np.arange(first, first + count) / self.fps
+        position = np.clip(times / HOP_S, 0.0, last_hop)
+        i = np.floor(position).astype(np.int64)
+        j = np.minimum(i + 1, last_hop)
+        w = (position - i).astype(np.float32)[:, None]
+        li, lj = i - self._hop_start, j - self._hop_start
+        arkit = self._hop_arkit[li] * (1 - w) + self._hop_arkit[lj] * w
+        voice = self._hop_voice[li] * (1 - w[:, 0]) + self._hop_voice[lj] * w[:, 0]
+        visemes = self._hop_visemes[np.where(w[:, 0] < 0.5, li, lj)]
+        nearest = np.minimum(np.rint(position).astype(np.int64), last_hop) - self._prosody_start
+        poses = np.empty((count, 55, 3), np.float32)
+        transl = np.empty((count, 3), np.float32)
+        eyes = np.empty((count, NUM_ARKIT), np.float32)
+        for k in range(count):  # motion at the output rate: it only steers head, body and eyes
+            prosody = self._prosodies[nearest[k]] if nearest[k] < len(self._prosodies) else SILENCE
+            frame = self.motion.step(float(times[k]), Prosody(prosody.energy, prosody.pitch, prosody.voiced,
+                                                              float(voice[k]), prosody.level_db))
+            poses[k], transl[k], eyes[k] = frame.pose, frame.transl, frame.eye_weights
+        self._frames_done += count
+        return FrameBlock(first, times, lay_eyes(arkit, eyes), poses, transl, visemes, voice.astype(np.float32))
+
+    def _trim(self) -> None:
+        """Drop what no later frame or hop needs: state stays a few hops long."""
+        keep_hop = max(0, int(math.floor(self._frames_done / self.fps / HOP_S)) - 1)
+        drop = max(0, min(keep_hop, self._hops_done) - self._hop_start)
+        if drop:
+            self._hop_arkit, self._hop_voice = self._hop_arkit[drop:], self._hop_voice[drop:]
+            self._hop_visemes = self._hop_visemes[drop:]
+            self._hop_start += drop
+        drop = max(0, self._hops_done - self._face_start)
+        if drop:
+            self._face = [values[drop:] for values in self._face]
+            self._face_start += drop
+        keep = min(keep_hop, self._hops_done - MouthGate.LOOK_BEHIND)
+        drop = max(0, keep - self._prosody_start)
+        if drop:
+            del self._prosodies[:drop]
+            self._prosody_start += drop
+
+
+def stream_frame_blocks(path_or_array, fps: float = 60, sample_rate: int | None = None,
+                        model_variant: str | None = None, style: MotionStyle | None = None) -> Iterator[FrameBlock]:
+    """A recording through the offline analysis, block by block, never holding the whole file."""
+    chunks = engine_chunks(path_or_array, sample_rate)
+    analysis = StreamingAnalysis(fps, model_variant, style)
+    for chunk in chunks:
+        block = analysis.push(chunk)
+        if block is not None:
+            yield block
+    block = analysis.finish()
+    if block is not None:
+        yield block
+
+
+def stream_frames(path_or_array, fps: float = 60, sample_rate: int | None = None, model_variant: str | None = None,
+                  style: MotionStyle | None = None) -> Iterator[FrameState]:
+    """FrameStates one per 1/fps of media time, produced as the audio is decoded."""
+    for block in stream_frame_blocks(path_or_array, fps, sample_rate, model_variant, style):
+        yield from block.states()
+
+
+def analyze_audio(path_or_array, fps: float = 60, sample_rate: int | None = None, model_variant: str | None = None,
+                  style: MotionStyle | None = None) -> list[FrameState]:
+    """A whole recording through features, face model and motion: one FrameState per 1/fps of media time.
+
+    Holds every frame in memory: for long files use `stream_frames` or `stream_frame_blocks`.
+    """
+    return list(stream_frames(path_or_array, fps, sample_rate, model_variant, style))
 
 
 def _gated_motion(arkit_hops: np.ndarray, voice_hops: np.ndarray, prosodies: list[Prosody], style: MotionStyle,
@@ -108,24 +330,6 @@ def _frames_at_fps(arkit, poses, transl, voice, visemes, duration_s: float, fps:
             for k in range(n_frames)]
 
 
-def analyze_audio(path_or_array, fps: float = 60, sample_rate: int | None = None, model_variant: str = "fp32",
-                  style: MotionStyle | None = None) -> list[FrameState]:
-    """A whole recording through features, face model and motion: one FrameState per 1/fps of media time."""
-    from studio.engine.face_model import FaceModel
-
-    fps = _check_fps(fps)
-    audio = _load(path_or_array, sample_rate)
-    duration = len(audio) / ENGINE_RATE
-    hop = int(ENGINE_RATE * HOP_S)
-    padded = np.concatenate([audio, np.zeros((-len(audio)) % hop + hop, np.float32)])
-    features = LogMelExtractor().compute(padded)
-    output = FaceModel(model_variant).run_offline(features)
-    prosodies = ProsodyTracker().push(padded)
-    arkit, poses, transl, voice = _gated_motion(output.arkit, output.voice_activity, prosodies,
-                                                style or MotionStyle(), gate_mouth=True)
-    return _frames_at_fps(arkit, poses, transl, voice, output.visemes, duration, fps)
-
-
 def analyze_text(text: str, voice: str = "en-us", rate_wpm: int = 175, pitch: int = 50, fps: float = 60,
                  style: MotionStyle | None = None):
     """Speak a line with espeak-ng; the mouth follows its exact phonemes. Returns (SpeechClip, frames).
@@ -159,30 +363,66 @@ def smpte_timecode(media_time_s: float, fps: float) -> str:
     return f"{hours:02d}:{minutes:02d}:{seconds:02d}:{frame:02d}.{max(fraction, 0):03d}"
 
 
-def write_arkit_csv(frames: list[FrameState], path: str | Path, fps: float) -> None:
-    """Timecode, media_time_s and the 52 ARKit weights per frame; atomic (an existing file survives any error)."""
-    fps = _check_fps(fps)
-    path = Path(path)
+_ROW_FORMAT = ",".join(["%.6f"] * NUM_ARKIT)
+
+
+def _csv_rows(times, arkit: np.ndarray, fps: float) -> str:
+    return "".join(f"{smpte_timecode(t, fps)},{t:.6f}," + _ROW_FORMAT % tuple(row) + "\n"
+                   for t, row in zip(times, np.asarray(arkit, np.float64).tolist()))
+
+
+def _check_csv_target(path: Path) -> None:
     directory = path.parent if str(path.parent) else Path(".")
     if not directory.is_dir():
         raise ValueError(f"cannot write {path}: folder {directory} does not exist")
-    lines = [",".join(("Timecode", "media_time_s") + ARKIT_NAMES)]
-    for frame in frames:
-        weights = ",".join(f"{w:.6f}" for w in frame.arkit)
-        lines.append(f"{smpte_timecode(frame.media_time_s, fps)},{frame.media_time_s:.6f},{weights}")
-    atomic_write(path, "\n".join(lines) + "\n")
+
+
+CSV_HEADER = ",".join(("Timecode", "media_time_s") + ARKIT_NAMES) + "\n"
+
+
+def write_arkit_csv(frames, path: str | Path, fps: float) -> int:
+    """Timecode, media_time_s and the 52 ARKit weights per frame (FrameStates, any iterable), written as they
+    come; atomic (an existing file survives any error). Returns the number of rows."""
+    fps = _check_fps(fps)
+    path = Path(path)
+    _check_csv_target(path)
+    rows = 0
+    with atomic_writer(path) as out:
+        out.write(CSV_HEADER)
+        for frame in frames:
+            out.write(_csv_rows([frame.media_time_s], [frame.arkit], fps))
+            rows += 1
+    return rows
+
+
+def write_arkit_csv_blocks(blocks, path: str | Path, fps: float) -> int:
+    """As write_arkit_csv, from FrameBlocks (the streaming analysis's output); returns the number of rows."""
+    fps = _check_fps(fps)
+    path = Path(path)
+    _check_csv_target(path)
+    rows = 0
+    with atomic_writer(path) as out:
+        out.write(CSV_HEADER)
+        for block in blocks:
+            out.write(_csv_rows(block.times.tolist(), block.arkit, fps))
+            rows += len(block)
+    return rows
 
 
 def lipsync_command(audio: str, out: str, fps: float = 60) -> int:
-    """`avatar-studio lipsync AUDIO --out FILE.csv --fps N`: 0 on success, 2 with one clear line on bad input."""
+    """`avatar-studio lipsync AUDIO --out FILE.csv --fps N`: 0 on success, 2 with one clear line on bad input.
+
+    The file is decoded, analysed and written in bounded chunks: memory does not grow with its length.
+    """
     try:
-        frames = analyze_audio(audio, fps=fps)
-        write_arkit_csv(frames, out, fps)
+        fps = _check_fps(fps)
+        _check_csv_target(Path(out))
+        rows = write_arkit_csv_blocks(stream_frame_blocks(audio, fps=fps), out, fps)
     except (ValueError, OSError) as error:
         print(f"lipsync: {error}", file=sys.stderr)
         return 2
     except Exception as error:  # the model or runtime failed: still one line, not a traceback
         print(f"lipsync: {type(error).__name__}: {error}", file=sys.stderr)
         return 1
-    print(f"lipsync: wrote {len(frames)} frames at {fps:g} fps to {out}")
+    print(f"lipsync: wrote {rows} frames at {fps:g} fps to {out}")
     return 0

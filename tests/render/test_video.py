@@ -88,3 +88,18 @@ def test_probe_names_a_file_that_is_not_a_video(tmp_path):
         probe_video(bogus)
     with pytest.raises(FileNotFoundError, match="missing.mp4"):
         probe_video(tmp_path / "missing.mp4")
+
+
+def test_audio_from_a_file_is_streamed_in_chunks_and_muxed_whole(tmp_path, synthetic_avatar):
+    import soundfile
+
+    from studio.engine.audio_file import AudioFileStream
+
+    wav = tmp_path / "tone.wav"
+    soundfile.write(wav, np.stack([_tone(1.5), _tone(1.5)], axis=1), 48000)
+    stream = AudioFileStream(wav, chunk_s=0.1)
+    out = tmp_path / "take.mp4"
+    written = render_video(_talking(45), out, fps=FPS, size=(320, 180), audio=stream, avatar=synthetic_avatar)
+    assert written["audio_samples"] == int(1.5 * 48000)
+    probe = probe_video(out)
+    assert probe["has_audio"] and probe["audio_duration_s"] == pytest.approx(1.5, abs=0.05)

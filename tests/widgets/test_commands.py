@@ -85,3 +85,19 @@ def test_lipsync_on_a_truncated_file_fails_cleanly_and_keeps_the_old_csv(tmp_pat
     assert result.returncode == 2
     assert "cut.wav" in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert out.read_text() == "precious\n"
+
+
+def test_render_audio_file_streams_it_and_refuses_a_bad_one(tmp_path):
+    rate = 48000
+    t = np.arange(rate) / rate
+    wav = tmp_path / "speech.wav"
+    soundfile.write(wav, np.stack([0.3 * np.sin(2 * np.pi * 180 * t)] * 2, axis=1).astype(np.float32), rate)
+    out = tmp_path / "speech.mp4"
+    result = run_headless("render", "--out", str(out), "--audio", str(wav), "--size", "160x90", "--fps", "15")
+    assert result.returncode == 0, result.stderr
+    video = probe_video(out)
+    assert video["frames"] == 15 and abs(video["audio_duration_s"] - 1.0) < 0.05
+    bad = tmp_path / "bad.wav"
+    bad.write_bytes(b"RIFF" + b"\x00" * 40)
+    result = run_headless("render", "--out", str(tmp_path / "bad.mp4"), "--audio", str(bad))
+    assert result.returncode == 2 and "bad.wav" in result.stderr and not (tmp_path / "bad.mp4").exists()

@@ -1,0 +1,109 @@
+"""Audio files decoded in bounded chunks, and the streaming offline analysis on awkward files."""
+
+import csv
+
+import numpy as np
+import pytest
+import soundfile
+
+from studio.engine.audio_file import AudioFileStream
+from studio.engine.offline import StreamingAnalysis, lipsync_command
+from studio.engine.sources import AudioInputError
+from studio.speech.visemes import mouth_openness
+from tests.studio.engine.helpers import SR, silence_vowel_silence
+
+
+def _speech(rate: int) -> np.ndarray:
+    return silence_vowel_silence(rate)
+
+
+def test_chunks_are_bounded_and_add_up_to_the_whole_file(tmp_path):
+    path = tmp_path / "long.wav"
+    audio = np.tile(_speech(48000), 4)
+    soundfile.write(path, np.stack([audio, 0.5 * audio], axis=1), 48000)
+    stream = AudioFileStream(path, chunk_s=0.25)
+    assert (stream.sample_rate, stream.channels) == (48000, 2)
+    sizes = [len(chunk) for chunk in stream.chunks(rate=SR)]
+    assert max(sizes) <= 0.25 * SR and len(sizes) > 10
+    assert sum(sizes) == pytest.approx(len(audio) / 3, abs=32)
+    stereo = np.concatenate(list(stream.chunks(channels=2)))
+    assert stereo.shape == (len(audio), 2)
+    assert np.allclose(stereo[:, 1], 0.5 * stereo[:, 0], atol=1e-4)
+
+
+def test_analysis_state_stays_small_however_long_the_input(tmp_path):
+    analysis = StreamingAnalysis(fps=60, model_variant="fp32")
+    chunk = _speech(SR)[: SR // 2]
+    frames = 0
+    for _ in range(60):  # 30 s in half-second chunks
+        block = analysis.push(chunk)
+        frames += 0 if block is None else len(block)
+        assert len(analysis._hop_voice) < 60 and len(analysis._prosodies) < 60 and len(analysis._face[2]) < 60
+    frames += len(analysis.finish())
+    assert frames == 30 * 60
+
+
+@pytest.mark.parametrize("name,rate,make", [
+    ("8k", 8000, lambda: _speech(8000)),
+    ("48k_stereo_one_side", 48000, lambda: np.stack([_speech(48000), np.zeros(len(_speech(48000)))], axis=1)),
+    ("clipped", SR, lambda: np.clip(_speech(SR) * 30, -1, 1)),
+])
+def test_awkward_files_give_a_speaking_mouth_on_the_vowel_only(tmp_path, name, rate, make):
+    wav, out = tmp_path / f"{name}.wav", tmp_path / f"{name}.csv"
+    audio = make()
+    soundfile.write(wav, audio, rate)
+    assert lipsync_command(str(wav), str(out), 50) == 0
+    rows = list(csv.DictReader(out.open()))
+    assert len(rows) == int(np.ceil(len(audio) / rate * 50 - 1e-9))
+    weights = np.array([[float(row[k]) for k in list(row)[2:]] for row in rows])
+    times = np.array([float(row["media_time_s"]) for row in rows])
+    openness = mouth_openness(weights)
+    assert np.all(openness[(times < 0.5) | (times > 1.75)] < 0.08)
+    assert np.median(openness[(times > 0.75) & (times < 1.5)]) > 0.15
+
+
+def test_silent_file_keeps_the_mouth_shut(tmp_path):
+    wav, out = tmp_path / "silence.flac", tmp_path / "silence.csv"
+    soundfile.write(wav, np.zeros(3 * SR, np.float32), SR)
+    assert lipsync_command(str(wav), str(out), 30) == 0
+    rows = list(csv.reader(out.open()))[1:]
+    assert len(rows) == 90
+    assert max(mouth_openness(np.array([[float(v) for v in row[2:]] for row in rows]))) == 0.0
+
+
+def test_a_file_damaged_part_way_fails_with_its_name_and_leaves_no_output(tmp_path, capsys):
+    good = tmp_path / "good.mp3"
+    import av
+
+    with av.open(str(good), "w") as container:
+        stream = container.add_stream("mp3", rate=SR)
+        for start in range(0, 4 * SR, 1152):
+            frame = av.AudioFrame.from_ndarray(np.tile(_speech(SR), 2)[None, start:start + 1152].astype(np.float32),
+                                               format="fltp", layout="mono")
+            frame.sample_rate = SR
+            container.mux(stream.encode(frame))
+        container.mux(stream.encode(None))
+    data = bytearray(good.read_bytes())
+    data[len(data) // 2:] = np.random.default_rng(0).integers(0, 256, len(data) - len(data) // 2, np.uint8).tobytes()
+    damaged = tmp_path / "damaged.mp3"
+    damaged.write_bytes(bytes(data))
+    out = tmp_path / "damaged.csv"
+    code = lipsync_command(str(damaged), str(out), 30)
+    if code == 0:  # FFmpeg resynchronises on MP3 garbage: the undamaged part must then be there
+        rows = list(csv.reader(out.open()))
+        assert len(rows) > 30
+    else:
+        assert code == 2 and "damaged.mp3" in capsys.readouterr().err and not out.exists()
+    header_only = tmp_path / "header.wav"
+    soundfile.write(header_only, _speech(SR), SR)
+    header_only.write_bytes(header_only.read_bytes()[:44])
+    assert lipsync_command(str(header_only), str(tmp_path / "h.csv"), 30) == 2
+    error = capsys.readouterr().err.strip()
+    assert "header.wav" in error and len(error.splitlines()) == 1 and not (tmp_path / "h.csv").exists()
+
+
+def test_not_audio_is_refused_up_front(tmp_path):
+    text = tmp_path / "notes.wav"
+    text.write_text("these are not samples\n" * 20)
+    with pytest.raises(AudioInputError, match="notes.wav"):
+        AudioFileStream(text)
