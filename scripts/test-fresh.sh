@@ -41,8 +41,12 @@ mount -t devpts devpts "$ROOT/dev/pts" -o newinstance,ptmxmode=0666 2>/dev/null 
 mount -t tmpfs shm "$ROOT/dev/shm"
 cp /etc/resolv.conf "$ROOT/etc/resolv.conf"
 
-# The package indexes of this kind of machine (a pip config and a local wheel folder, when it has them)
-# are part of the machine, not of the project: carry them in so pip resolves as it does here.
+# The machine's own network setup is part of the machine, not of the project: carry in its extra
+# certificate authorities (a TLS-inspecting egress proxy), pip config and local wheel folder, if any.
+if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
+  cp /usr/local/share/ca-certificates/*.crt "$ROOT/usr/local/share/ca-certificates/"
+  chroot "$ROOT" update-ca-certificates >/dev/null 2>&1
+fi
 pip_env=()
 [ -f /etc/pip.conf ] && cp /etc/pip.conf "$ROOT/etc/pip.conf"
 [ -d /etc/xdg/pip ] && mkdir -p "$ROOT/etc/xdg" && cp -r /etc/xdg/pip "$ROOT/etc/xdg/"
