@@ -16,6 +16,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from studio.avatar.arkit import ARKIT_NAMES, NUM_ARKIT, arkit_index
+from studio.drift import DriftThresholds
+from studio.engine.anchor import AnchorSettings
 from studio.engine.motion import MotionStyle
 from studio.fileio import atomic_write
 from studio.paths import presets_dir, user_data_dir
@@ -59,8 +61,16 @@ class UpdateRates(_Strict):
 
 class LongSession(_Strict):
     housekeeping_interval_s: float = Field(300.0, gt=0)
-    memory_watermark_mb: float = Field(1500.0, gt=0)
+    memory_budget_mb: float = Field(1500.0, gt=0)
+    memory_watermark_pct: float = Field(80.0, gt=0, le=100)  # of the budget: above it, a lighter precision
+    memory_watermark_mb: float | None = Field(None, gt=0)  # an absolute watermark instead of the percentage
     prewarm: bool = True
+
+    @property
+    def watermark_mb(self) -> float:
+        if self.memory_watermark_mb is not None:
+            return self.memory_watermark_mb
+        return self.memory_budget_mb * self.memory_watermark_pct / 100.0
 
 
 class Preset(_Strict):
@@ -71,6 +81,8 @@ class Preset(_Strict):
     render: RenderBudget = RenderBudget()
     rates: UpdateRates = UpdateRates()
     long_session: LongSession = LongSession()
+    anchor: AnchorSettings = AnchorSettings()
+    drift: DriftThresholds = DriftThresholds()
 
     @property
     def face_model_variant(self) -> str:

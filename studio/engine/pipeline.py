@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from studio.avatar.arkit import ARKIT_NAMES, NUM_ARKIT
+from studio.engine.anchor import AnchorStage, SpatialAnchor
 from studio.engine.features import LogMelExtractor
 from studio.engine.motion import (
     AUDIBLE_DB,
@@ -73,18 +74,6 @@ class ExpressionLayer:
     def apply(self, arkit: np.ndarray) -> np.ndarray:
         out = np.multiply(arkit, self.gains, dtype=np.float32)
         return np.minimum(np.maximum(out, 0.0, out=out), self.caps, out=out)
-
-
-class AnchorStage:
-    """Long-session spatial-consistency anchoring plugs in here; for now the pose passes through.
-
-    It works on the arrays before the FrameState is built, so each frame is built once, with
-    every stage's timing already in it.
-    """
-
-    def process(self, media_time_s: float, arkit: np.ndarray, pose: np.ndarray,
-                transl: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        return arkit, pose, transl
 
 
 class LatestFrameSlot:
@@ -179,7 +168,8 @@ class Engine:
     def __init__(self, source: AudioSource | None = None, model_variant: str = "fp32",
                  style: MotionStyle | None = None, fps: float = 100.0,
                  expression: ExpressionLayer | Callable[[np.ndarray], np.ndarray] | None = None,
-                 anchor: AnchorStage | None = None, budget_ms: float = 10.0, plan: ModulePlan | None = None) -> None:
+                 anchor: AnchorStage | None = None, budget_ms: float = 10.0, plan: ModulePlan | None = None,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         from studio.engine.face_model import FaceModel
 
         if plan is not None:
@@ -199,7 +189,9 @@ class Engine:
         self._model_fed = 0  # feature frames given to the model since its stream began
         self._held_motion = None  # (hop index, MotionFrame) while the body rate holds the pose
         self.expression = expression or ExpressionLayer()
-        self.anchor = anchor or AnchorStage()
+        self.anchor = anchor or SpatialAnchor()
+        self.monotonic = monotonic  # the clock sources and idle frames are paced by (a soak drives its own)
+        self.housekeeper = None  # called between passes; see studio.housekeeping
         self.slot = LatestFrameSlot()
         self.telemetry = LatencyTelemetry(budget_ms=budget_ms)
         self.features = LogMelExtractor()
@@ -324,7 +316,7 @@ class Engine:
         """The session media time being heard now, per the active source's clock (for presentation)."""
         source = self._source
         if source is not None and source.clock.ready and self._source_active():
-            return self._source_offset + source.clock.monotonic_to_media(time.monotonic())
+            return self._source_offset + source.clock.monotonic_to_media(self.monotonic())
         return self._media_now
 
     # ------------------------------------------------------------ engine thread
@@ -361,9 +353,13 @@ class Engine:
             self._activate(source)
         if self._source_active():
             self._process_source()
-            return self._source_wait_s()
-        self._process_idle()
-        return self._idle_wait_s()
+            wait = self._source_wait_s()
+        else:
+            self._process_idle()
+            wait = self._idle_wait_s()
+        if self.housekeeper is not None:  # between frames: the quiet moment housekeeping waits for
+            self.housekeeper.tick(self)
+        return wait
 
     def _source_wait_s(self) -> float:
         """Until the source's next audio: its device callback sets `_wake`; a timer-paced source says when."""
@@ -372,7 +368,7 @@ class Engine:
 
     def _idle_wait_s(self) -> float:
         anchor_media, anchor_mono = self._idle_anchor
-        due = (self._last_emitted_frame_index + 1) / self.fps - (anchor_media + time.monotonic() - anchor_mono)
+        due = (self._last_emitted_frame_index + 1) / self.fps - (anchor_media + self.monotonic() - anchor_mono)
         return min(max(due, 0.0), SOURCE_POLL_S)
 
     def _activate(self, source: AudioSource | None) -> None:
@@ -399,7 +395,7 @@ class Engine:
         self.motion.reset()
         self._held_motion = None
         self._gate.reset()
-        self._idle_anchor = (self._media_now, time.monotonic())
+        self._idle_anchor = (self._media_now, self.monotonic())
         self.source_error = None
         if source is None:
             self.status = "idle"
@@ -432,7 +428,7 @@ class Engine:
         capture_ms = (time.perf_counter() - begin) * 1000.0
         self.status = self.source_error or source.status
         if source.error is not None or self.source_error is not None:
-            self._idle_anchor = (self._media_now, time.monotonic())
+            self._idle_anchor = (self._media_now, self.monotonic())
             return
         if samples.size == 0:
             if source.finished:
@@ -537,7 +533,7 @@ class Engine:
             self._flushed = True
             self._flush_lookahead(self._samples_seen)
         self._hops_done = max(self._hops_done, -(-self._samples_seen // HOP))
-        self._idle_anchor = (self._media_now, time.monotonic())
+        self._idle_anchor = (self._media_now, self.monotonic())
 
     def _add_prosody(self, prosodies: list[Prosody]) -> None:
         self._prosody_history.extend(prosodies)
@@ -597,7 +593,7 @@ class Engine:
     def _process_idle(self) -> None:
         """No live audio: idle motion on the monotonic clock, mouth easing to rest."""
         anchor_media, anchor_mono = self._idle_anchor
-        now_media = anchor_media + (time.monotonic() - anchor_mono)
+        now_media = anchor_media + (self.monotonic() - anchor_mono)
         next_index = self._last_emitted_frame_index + 1
         while next_index / self.fps <= now_media:
             media = next_index / self.fps
