@@ -43,17 +43,20 @@ _DEFAULT_SHADING: dict[str, tuple[float, float]] = {
     "brows": (0.05, 8.0),
 }
 _FALLBACK_SHADING = (0.08, 10.0)
+# Parts inside the mouth: the lips and cheeks hide them from the rim light behind the head. Lit by it, the
+# cavity walls seen edge-on turned light grey when the mouth opened wide, and specks showed along a closed seam.
+ENCLOSED_PARTS = frozenset({"mouth", "teeth", "tongue"})
 
 _VERTEX_SHADER = """
 attribute vec3 a_position;
 attribute vec3 a_normal;
 attribute vec3 a_color;
-attribute vec2 a_material;
+attribute vec3 a_material;  // specular, shininess, rim light reach
 $skin_declarations
 varying vec3 v_position;
 varying vec3 v_normal;
 varying vec3 v_color;
-varying vec2 v_material;
+varying vec3 v_material;
 
 void main() {
     vec3 position = a_position;
@@ -100,7 +103,7 @@ _FRAGMENT_SHADER = """
 varying vec3 v_position;
 varying vec3 v_normal;
 varying vec3 v_color;
-varying vec2 v_material;
+varying vec3 v_material;
 uniform vec3 u_eye;
 uniform vec3 u_up;
 uniform vec3 u_key_dir;
@@ -118,7 +121,7 @@ void main() {
     vec3 ambient = mix(vec3(0.10, 0.09, 0.09), vec3(0.26, 0.27, 0.30), hemi);
     float key = max(dot(n, u_key_dir), 0.0);
     float fill = max(dot(n, u_fill_dir), 0.0);
-    float rim = pow(1.0 - facing, 3.0) * max(dot(n, u_rim_dir) + 0.4, 0.0);
+    float rim = pow(1.0 - facing, 3.0) * max(dot(n, u_rim_dir) + 0.4, 0.0) * v_material.z;
 
     vec3 h = normalize(u_key_dir + v);
     float highlight = pow(max(dot(n, h), 0.0), v_material.y) * v_material.x * step(0.0, key);
@@ -214,10 +217,11 @@ class AvatarMesh:
         self._pose_feature = None
 
     def _materials(self) -> np.ndarray:
-        out = np.empty((self.model.num_vertices, 2), np.float32)
-        out[:] = _FALLBACK_SHADING
+        """Per vertex: specular strength, shininess and how much rim light reaches it (0 inside the mouth)."""
+        out = np.empty((self.model.num_vertices, 3), np.float32)
+        out[:] = (*_FALLBACK_SHADING, 1.0)
         if self.model.part_labels is None:
-            out[:] = _DEFAULT_SHADING["skin"]
+            out[:] = (*_DEFAULT_SHADING["skin"], 1.0)
             return out
         for i, part in enumerate(self.model.part_names):
             material = self.model.materials.get(part)
@@ -225,7 +229,7 @@ class AvatarMesh:
                 value = (material.specular, material.shininess)
             else:
                 value = _DEFAULT_SHADING.get(part.lower(), _FALLBACK_SHADING)
-            out[self.model.part_labels == i] = value
+            out[self.model.part_labels == i] = (*value, 0.0 if part.lower() in ENCLOSED_PARTS else 1.0)
         return out
 
     def morph(self, arkit: np.ndarray, pose: np.ndarray | None = None) -> bool:

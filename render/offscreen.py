@@ -15,6 +15,7 @@ from studio.avatar.model import AvatarModel
 from studio.frame import FrameState
 
 _GL_DEPTH_COMPONENT24 = 0x81A6
+RENDER_MODES = ("shaded", "part_id")
 
 
 def _application():
@@ -54,7 +55,8 @@ class OffscreenRenderer:
     """Renders FrameStates of one avatar to RGBA arrays (h, w, 4) uint8, top row first.
 
     `supersample` renders at that many times the size and box-filters down: smooth edges for exports,
-    at roughly supersample² the raster cost.
+    at roughly supersample² the raster cost. `mode="part_id"` draws every triangle in its part's flat ID
+    colour on black instead (render.part_ids.decode turns a frame into part indices).
     """
 
     def __init__(
@@ -65,12 +67,18 @@ class OffscreenRenderer:
         camera: str = "body",
         skinning: str = "gpu",
         supersample: int = 1,
+        mode: str = "shaded",
     ) -> None:
         width, height = (int(v) for v in size)
         if width < 16 or height < 16 or width > 8192 or height > 8192:
             raise ValueError(f"render size {size!r} is out of range; width and height must be 16..8192 pixels")
         if supersample not in (1, 2, 3, 4) or max(width, height) * supersample > 8192:
             raise ValueError(f"supersample {supersample!r} is not allowed; use 1..4 with size x supersample <= 8192")
+        if mode not in RENDER_MODES:
+            raise ValueError(f"render mode {mode!r} is not known; allowed: {', '.join(RENDER_MODES)}")
+        if mode == "part_id" and supersample != 1:
+            raise ValueError("a part-ID render cannot be supersampled: averaging would mix the ID colours")
+        self.mode = mode
         self.size = (width, height)
         self.supersample = int(supersample)
         app = _application()
@@ -81,6 +89,13 @@ class OffscreenRenderer:
         self.canvas = scene.SceneCanvas(app=app, size=self.size, show=False, keys=None, dpi=96)
         self.canvas.set_current()
         self.view = AvatarView(self.canvas, avatar, background=background, camera=camera, skinning=skinning)
+        self._part_ids = None
+        if mode == "part_id":
+            from render.part_ids import PartIds
+
+            self.view.set_background("transparent")
+            self.view.avatar.visible = False
+            self._part_ids = PartIds(avatar, parent=self.view.view.scene)
         fbo_shape = (height * self.supersample, width * self.supersample)
         self._fbo = gloo.FrameBuffer(
             color=gloo.RenderBuffer(fbo_shape + (4,)), depth=gloo.RenderBuffer(fbo_shape, format=_GL_DEPTH_COMPONENT24)
@@ -97,6 +112,8 @@ class OffscreenRenderer:
             raise RuntimeError("OffscreenRenderer is closed")
         if state is not None:
             self.view.set_frame(state)
+        if self._part_ids is not None:
+            self._part_ids.set_positions(self.view.posed_vertices())
         canvas = self.canvas
         canvas.set_current()
         canvas.push_fbo(self._fbo, (0, 0), self.size)

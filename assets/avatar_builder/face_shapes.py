@@ -119,6 +119,31 @@ def _lid_shape(a: np.ndarray) -> np.ndarray:
     return np.cos(np.clip(a / LID_SPAN, -1, 1) * np.pi / 2)
 
 
+def _seal(rig: FaceRig, closed: np.ndarray) -> np.ndarray:
+    """The upper lip's extra move that makes jawOpen + mouthClose (equal weights) meet the lower lip exactly.
+
+    `closed` is the displacement of jawOpen + mouthClose at full weight. Where the two seam rows (the mouth
+    line and its lower copy) still differ, most near the corners where the jaw's pull fades, the difference
+    is taken up by the upper lip and its inner roll, fading out above the lip: no gap shows the mouth inside.
+    """
+    p, tags = rig.p, rig.tags
+    seam = (tags["seam"] > 0) & rig.skin
+    upper_seam = np.flatnonzero(seam & (tags["below_seam"] == 0))
+    lower_seam = np.flatnonzero(seam & (tags["below_seam"] > 0))
+    gaps = ((p[lower_seam, None, :] - p[None, upper_seam, :]) ** 2).sum(axis=2)
+    partner = upper_seam[np.argmin(gaps, axis=1)]
+    mismatch = closed[lower_seam] - closed[partner]
+    order = np.argsort(p[lower_seam, 0])
+    xs = p[lower_seam, 0][order]
+    corners = p[upper_seam, 0].min(), p[upper_seam, 0].max()  # shared by both lips: no mismatch there
+    knots = np.r_[corners[0], xs, corners[1]]
+    along = np.stack([np.interp(p[:, 0], knots, np.r_[0.0, mismatch[order, c], 0.0], left=0.0, right=0.0)
+                      for c in range(3)], -1)
+    above = np.where(rig.skin & (tags["below_seam"] == 0), smoothstep(0.016, 0.0, p[:, 1] - MOUTH_Y), 0.0)
+    inner_roll = np.where(rig.bag & (tags["bag_alpha"] > 0), np.interp(tags["bag_ring"], [1, 2, 3], [1.0, 0.6, 0.0]), 0.0)
+    return along * np.maximum(above, inner_roll)[:, None]
+
+
 def left_and_centre_shapes(rig: FaceRig) -> dict[str, np.ndarray]:
     """Full-weight displacements of every Left and centre shape, keyed by ARKit name."""
     p = rig.p
@@ -165,6 +190,7 @@ def left_and_centre_shapes(rig: FaceRig) -> dict[str, np.ndarray]:
     # the upper lip comes down without tucking back behind the upper teeth
     upper_drop = 0.4 * full * np.array([1.0, 1.0, 0.0])
     shapes["mouthClose"] = (lip_seal * upper)[:, None] * upper_drop - (lower_follow * lower)[:, None] * shapes["jawOpen"]
+    shapes["mouthClose"] += _seal(rig, shapes["jawOpen"] + shapes["mouthClose"])
 
     narrow = -x * lips
     rise = np.where(rig.mouth_parts, upper * 0.004 - lower * 0.006, 0.0) * lips

@@ -16,7 +16,7 @@ MOUTH_HALF_WIDTH = 0.025
 LIP_HALF_WIDTH = 0.029
 EYE_RADIUS = 0.0156
 EYE_X, EYE_Y = 0.0325, 1.592
-LOWER_FACE_SCALE = 0.91  # the lower half of the head is shorter than the cranium: a friendlier, younger face
+LOWER_FACE_SCALE = 1.0  # the lower half reaches as far down as the cranium goes up: room for a real chin
 HEAD_BOTTOM_Y = CENTRE[1] - LOWER_FACE_SCALE * SEMI_AXES[1]
 UPPER_LID_RADIUS = 1.13 * EYE_RADIUS
 LOWER_LID_RADIUS = 1.11 * EYE_RADIUS
@@ -39,11 +39,13 @@ def base_surface(phi: np.ndarray, polar: np.ndarray) -> tuple[np.ndarray, np.nda
     normals = d / semi_axes
     normals /= np.linalg.norm(normals, axis=-1, keepdims=True)
     front = np.clip(np.cos(phi), 0, None) ** 1.3 * np.clip(np.sin(polar), 0, None)
-    lower_face = smoothstep(1.60, 1.53, points[..., 1]) * smoothstep(1.468, 1.494, points[..., 1])
+    lower_face = smoothstep(1.60, 1.53, points[..., 1]) * smoothstep(HEAD_BOTTOM_Y - 0.006, HEAD_BOTTOM_Y + 0.020, points[..., 1])
     points[..., 2] += 0.010 * front * lower_face
     # a chin that faces forward (and catches the light) instead of curving under like the egg it was cut from
-    chin = smoothstep(1.530, 1.504, points[..., 1]) * smoothstep(HEAD_BOTTOM_Y, HEAD_BOTTOM_Y + 0.007, points[..., 1])
-    points[..., 2] += 0.026 * np.clip(np.cos(phi), 0, None) ** 4 * chin
+    # and that keeps its front nearly upright below the lip (the egg falls back there) before it rounds under
+    chin = smoothstep(1.530, 1.504, points[..., 1]) * smoothstep(HEAD_BOTTOM_Y, HEAD_BOTTOM_Y + 0.010, points[..., 1])
+    upright = 0.026 + 0.6 * np.clip(1.504 - points[..., 1], 0, None)
+    points[..., 2] += upright * np.clip(np.cos(phi), 0, None) ** 4 * chin
     narrow = smoothstep(1.56, 1.47, points[..., 1])
     points[..., 0] *= 1.0 - 0.08 * narrow
     return points, normals
@@ -303,7 +305,9 @@ def _skin_colors(vertices: np.ndarray, tags: dict[str, np.ndarray]) -> np.ndarra
     colors += line[:, None] * (np.asarray(COLORS["lip_line"]) - colors)
     bag = tags["bag_ring"] > 0
     inner_lip = tags["bag_ring"] == 1
-    colors[bag] = COLORS["mouth"]
+    # deeper in the mouth is darker: the cavity falls into shadow behind the lips, as a real mouth does
+    depth = np.clip((tags["bag_ring"][bag] - 2) / 2, 0, 1)[:, None]
+    colors[bag] = (1 - depth) * np.asarray(COLORS["mouth"]) + depth * np.asarray(COLORS["throat"])
     colors[inner_lip] = 0.5 * (np.asarray(COLORS["lips"]) + np.asarray(COLORS["mouth"]))
     return np.clip(colors, 0, 1)
 
@@ -316,7 +320,10 @@ def seam_front_z() -> float:
 def teeth_and_tongue() -> list[Part]:
     z_front = seam_front_z()
     parts = []
-    for lower, (centre_y, back) in enumerate(((MOUTH_Y + 0.0048, 0.0100), (MOUTH_Y - 0.0056, 0.0108))):
+    # the upper row sits low and deep enough to stay inside the mouth bag when the lips press, roll or close
+    # (it used to reach the skin just above the upper lip and poke through it)
+    for lower, (centre_y, back, height) in enumerate(((MOUTH_Y + 0.0036, 0.0140, 0.0036),
+                                                     (MOUTH_Y - 0.0056, 0.0108, 0.0042))):
         x = np.linspace(-0.017, 0.017, 21)
         z = z_front - back - 34.0 * x ** 2 - 0.004 * (x / 0.017) ** 4
         centres = np.stack([x, np.full_like(x, centre_y), z], -1)
@@ -324,11 +331,11 @@ def teeth_and_tongue() -> list[Part]:
         tangent /= np.linalg.norm(tangent, axis=1, keepdims=True)
         up = np.tile([0, 1.0, 0], (len(x), 1))
         across = np.cross(tangent, up)
-        half_h = np.full_like(x, 0.0042)
+        half_h = np.full_like(x, height)
         half_t = np.full_like(x, 0.0022)
         vertices, faces = loft(centres, up, across, half_h, half_t, 16, exponent=4.0)
         colors = np.tile(np.asarray(COLORS["teeth"]), (len(vertices), 1))
-        gum = (vertices[:, 1] - centre_y) * (1 if not lower else -1) > 0.0030
+        gum = (vertices[:, 1] - centre_y) * (1 if not lower else -1) > 0.72 * height
         colors[gum] = (0.86, 0.52, 0.55)
         parts.append(Part("teeth", vertices, outward(vertices, faces), colors, one_joint(len(vertices), "head"),
                           {"jaw": np.full(len(vertices), float(lower))}))
