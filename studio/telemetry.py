@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
@@ -44,6 +44,7 @@ class LatencyTelemetry:
         self.over_budget_count = 0
         self.frames = 0
         self._cpu_mark: tuple[float, float] | None = None
+        self.counter_sources: dict[str, Callable[[], Mapping[str, int]]] = {}  # area -> live counts, read per snapshot
 
     def record(self, timings_ms: Mapping[str, float]) -> None:
         """Record one frame's stage timings; their sum is checked against the budget."""
@@ -79,6 +80,7 @@ class LatencyTelemetry:
             "over_budget_in_window": over_in_window,
             "frames": frames,
             "cpu_pct": self.cpu_pct(),
+            **{area: dict(read()) for area, read in self.counter_sources.items()},
         }
 
     def cpu_pct(self) -> float:

@@ -30,6 +30,16 @@ _BACKGROUND = "#1e1f22"
 _AXIS = "#8b8f98"
 
 
+def underrun_text(model: LatencyModel) -> str:
+    """'Audio underruns N' (plus alsa-lib's xrun count when it differs), '—' before an engine reports."""
+    if model.output_underruns is None:
+        return "Audio underruns —"
+    text = f"Audio underruns {model.output_underruns}"
+    if model.alsa_xruns and model.alsa_xruns != model.output_underruns:
+        text += f" (ALSA xruns {model.alsa_xruns})"
+    return text
+
+
 class LatencyPanel(QWidget):
     """Live latency traces and percentile table; cheap: reuses its plot items every refresh."""
 
@@ -111,12 +121,17 @@ class LatencyPanel(QWidget):
             self.stat_labels[stage] = tuple(cells)
         self.cpu_label = QLabel("CPU —")
         self.cpu_label.setFont(mono)
+        self.underrun_label = QLabel("Audio underruns —")
+        self.underrun_label.setFont(mono)
+        self.underrun_label.setToolTip("Speaker blocks that found the device buffer empty (heard as a dropout), "
+                                       "and the xruns alsa-lib reported, since the engine started")
         self.engine_label = QLabel("")
         self.engine_label.setObjectName("hint")
         self.engine_label.setWordWrap(True)
         table.addWidget(self.cpu_label, len(ALL_STAGES) + 1, 0, 1, 4)
-        table.addWidget(self.engine_label, len(ALL_STAGES) + 2, 0, 1, 4)
-        table.setRowStretch(len(ALL_STAGES) + 3, 1)
+        table.addWidget(self.underrun_label, len(ALL_STAGES) + 2, 0, 1, 4)
+        table.addWidget(self.engine_label, len(ALL_STAGES) + 3, 0, 1, 4)
+        table.setRowStretch(len(ALL_STAGES) + 4, 1)
 
         graphs = QVBoxLayout()
         graphs.setSpacing(2)
@@ -164,6 +179,7 @@ class LatencyPanel(QWidget):
                 self._set_text(cell, text)
         cpu = model.latest_cpu_pct()
         self._set_text(self.cpu_label, "CPU —" if cpu is None else f"CPU {cpu:5.1f} %")
+        self._set_text(self.underrun_label, underrun_text(model))
         self._set_text(self.engine_label, "" if model.engine_active else "engine idle: render/present only")
 
     def _fit_y(self, model: LatencyModel) -> None:

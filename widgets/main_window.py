@@ -222,7 +222,12 @@ class MainWindow(QMainWindow):
         self.fps_label.setMinimumWidth(80)
         self.avatar_label = QLabel("")
         self.source_label = QLabel("")
+        self.underrun_label = QLabel("")
+        self.underrun_label.setStyleSheet("color: #e5c07b")
+        self.underrun_label.setToolTip("The speaker ran dry this often: each is a dropout in the sound")
+        self.underrun_label.hide()
         bar = self.statusBar()
+        bar.addPermanentWidget(self.underrun_label)
         bar.addPermanentWidget(self.source_label)
         bar.addPermanentWidget(self.avatar_label)
         bar.addPermanentWidget(self.fps_label)
@@ -305,6 +310,10 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage(f"Telemetry unavailable: {error}", 5000)
         cpu_pct = None if snapshot is not None else self._process.cpu_percent(interval=None)
         self.latency_model.update(time.monotonic(), snapshot, cpu_pct)
+        underruns = self.latency_model.output_underruns
+        if underruns:
+            self.underrun_label.setText(f"{underruns} audio underrun{'s' if underruns != 1 else ''}")
+        self.underrun_label.setVisible(bool(underruns))
 
     # --- avatar, background, speech ---------------------------------------------------------------
 

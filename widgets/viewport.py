@@ -2,6 +2,12 @@
 
 Also measures what presenting a frame costs on the GUI thread (state upload plus the GL
 draw), which the latency dock shows as the render/present stage.
+
+The frame is finished with `glFinish` (through ctypes, which releases the GIL) before the buffer
+swap. Qt's `swapBuffers`, called through PySide, keeps the GIL while a software rasteriser
+(Mesa llvmpipe) finishes the frame: tens of milliseconds for the head close-up at 1280×720, and
+hundreds under load, during which the speaker's audio callback could not run and the sound broke
+up. Finishing first leaves the swap nothing to wait for.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ import numpy as np
 import vispy
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 from vispy import scene
+from vispy.gloo import gl
 
 from render.scene import BACKGROUNDS, AvatarView
 from studio.avatar.model import AvatarModel
@@ -26,7 +33,8 @@ class Viewport(QWidget):
 
     def __init__(self, avatar: AvatarModel, background: str = "studio", parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.canvas = scene.SceneCanvas(app="pyside6", keys=None, show=False, bgcolor=(0.2, 0.21, 0.24, 1.0), parent=self)
+        self.canvas = scene.SceneCanvas(app="pyside6", keys=None, show=False, bgcolor=(0.2, 0.21, 0.24, 1.0),
+                                        parent=self, autoswap=False)
         self.view = AvatarView(self.canvas, avatar, background=background)
         self.avatar = avatar
         self.last_draw_ms = 0.0
@@ -45,6 +53,8 @@ class Viewport(QWidget):
         self._draw_started = time.perf_counter()
 
     def _on_draw_end(self, _event) -> None:
+        gl.glFinish()  # the rasteriser's work, done without the GIL (see the module docstring)
+        self.canvas.swap_buffers()
         self.last_draw_ms = (time.perf_counter() - self._draw_started) * 1000.0 + self._upload_ms
         self.draw_count += 1
         self.drawn.emit(time.monotonic(), self.last_draw_ms)

@@ -11,6 +11,13 @@ clock follows the sound actually heard. Switching is lock-free: the control side
 attribute (`_queued`) and the callback, seeing it differ from the clip it plays, fades the old clip
 out over `FADE_S` (no click) and starts the new one right after the fade, in the same block.
 
+The device buffer holds `OUTPUT_LATENCY_S` (about 0.1 s) of sound, not PortAudio's "low" ~20 ms:
+on a loaded two-core machine the callback thread can wait tens of milliseconds for a CPU (and for
+the GIL), and a 20 ms buffer ran dry several times a second. The callback's `outputBufferDacTime`
+includes that latency, so the media clock (and so the lips) still follows the sound as heard; only
+the delay from a play command to the sound grows. Every underrun the device reports is counted
+(`underruns`), and alsa-lib's own xrun messages are counted instead of printed (`studio.engine.alsa`).
+
 A device that fails or vanishes is noticed by `check()` (the stream stopped, or no callback for
 `NO_CALLBACK_TIMEOUT_S`): the stream is closed, `error` says why, the playing clip is marked failed,
 and the next `open()`/`play()` tries the device again.
@@ -23,9 +30,11 @@ import time
 
 import numpy as np
 
+from studio.engine import alsa
 from studio.engine.sources import NO_CALLBACK_TIMEOUT_S, AudioDeviceError, _close_stream, resample_clip
 
 OUTPUT_BLOCK_S = 0.01  # device block: a queued clip waits at most this long (5 ms blocks underran constantly on PulseAudio)
+OUTPUT_LATENCY_S = 0.1  # device buffer: rides out a busy CPU (0.02 s underran under load; see the module docstring)
 FADE_S = 0.005  # a cut clip fades out over this long (shorter than a block: the fade fits in one)
 FALLBACK_RATE = 48000
 
@@ -72,6 +81,8 @@ class SpeakerOutput:
         self._queued: SpeakerClip | None = None  # what the control side wants playing
         self._current: SpeakerClip | None = None  # what the callback plays (only the callback writes it)
         self._last_callback = 0.0
+        self.realtime = False  # the callback thread asked for real-time priority (granted where permitted)
+        self.underruns = 0  # device blocks that found the buffer empty (output underflow), since construction
         self._ramp = np.zeros((0, 1), np.float32)
 
     # ------------------------------------------------------------ control side
@@ -91,6 +102,7 @@ class SpeakerOutput:
         with self._lock:
             if self._stream is not None:
                 return
+            alsa.install()
             try:
                 import sounddevice
 
@@ -102,7 +114,8 @@ class SpeakerOutput:
                 self._last_callback = time.monotonic()
                 stream = sounddevice.OutputStream(
                     device=self.device, samplerate=rate, channels=channels, dtype="float32", callback=self._callback,
-                    latency="low", blocksize=max(1, round(rate * self.block_s)))
+                    latency=OUTPUT_LATENCY_S, blocksize=max(1, round(rate * self.block_s)))
+                self.realtime = alsa.enable_realtime(stream)
                 stream.start()
             except Exception as error:  # no device, PortAudio missing or refusing: say so, stay closed
                 self.error = f"cannot open the speaker output ({error})"
@@ -201,8 +214,11 @@ class SpeakerOutput:
             if current is not None and not current.done:
                 offset = self._fade_out(current, outdata, frames, dac)
             self._current = current = queued
+        underflow = status.output_underflow
+        if underflow:
+            self.underruns += 1
         if current is not None and not current.done:
-            if status.output_underflow:
+            if underflow:
                 current.underflows += 1
             offset = self._copy(current, outdata, offset, frames, dac)
         outdata[offset:] = 0.0

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from studio.avatar.arkit import ARKIT_NAMES, NUM_ARKIT
+from studio.engine import alsa
 from studio.engine.anchor import AnchorStage, SpatialAnchor
 from studio.engine.features import LogMelExtractor
 from studio.engine.motion import (
@@ -215,6 +216,7 @@ class Engine:
         self.source_error: str | None = None
         self._needs_activation = True
         self.speaker = SpeakerOutput()
+        self.telemetry.counter_sources["audio"] = self.audio_counters
 
     # ------------------------------------------------------------ control (any thread)
 
@@ -311,6 +313,10 @@ class Engine:
                 self._source.stop()
             self._source = source
             self._needs_activation = True
+
+    def audio_counters(self) -> dict[str, int]:
+        """Sound problems so far: speaker blocks that ran dry, alsa-lib's xrun reports (in and out)."""
+        return {"output_underruns": self.speaker.underruns, "alsa_xruns": alsa.messages.xruns}
 
     def media_time_now(self) -> float:
         """The session media time being heard now, per the active source's clock (for presentation)."""

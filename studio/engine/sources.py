@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from studio.engine import alsa
 from studio.engine.clock import MediaClock
 from studio.engine.features import resample
 from studio.engine.ring import AudioRing
@@ -541,10 +542,12 @@ class MicrophoneSource(AudioSource):
         self._position = 0
         self._raw_read = 0
         self.error = None
+        alsa.install()
         try:
             self._stream = sounddevice.InputStream(
                 device=self.device_index, samplerate=self.device_rate, channels=1, dtype="float32",
                 callback=self._input_callback, latency="low", blocksize=int(self.device_rate * CAPTURE_BLOCK_S))
+            alsa.enable_realtime(self._stream)
             self._stream.start()
         except Exception as error:
             self._stream = None

@@ -86,3 +86,19 @@ def test_weight_bar_repaints_only_when_the_shown_step_changes(qtbot):
     assert bar.set_value(0.5002) is False
     assert bar.set_value(0.6) is True
     assert bar.set_value(7.0) is True and bar.value() == 1.0
+
+
+def test_latency_panel_shows_the_audio_underrun_count(latency_panel):
+    latency_panel.refresh()
+    assert latency_panel.underrun_label.text() == "Audio underruns —"
+    telemetry = LatencyTelemetry()
+    counts = {"output_underruns": 0, "alsa_xruns": 0}
+    telemetry.counter_sources["audio"] = lambda: counts
+    telemetry.record({"capture": 1.0})
+    latency_panel.model.update(1.0, telemetry.snapshot())
+    latency_panel.refresh()
+    assert latency_panel.underrun_label.text() == "Audio underruns 0"
+    counts.update(output_underruns=3, alsa_xruns=4)
+    latency_panel.model.update(1.1, telemetry.snapshot())
+    latency_panel.refresh()
+    assert latency_panel.underrun_label.text() == "Audio underruns 3 (ALSA xruns 4)"

@@ -166,3 +166,33 @@ def test_a_lost_speaker_is_reported_the_engine_goes_on_and_the_next_play_reopens
         assert engine.speaker.is_open and engine.speaker.error is None and again.silent_reason is None
     finally:
         engine.stop()
+
+
+@needs_pulse
+def test_underruns_are_counted_and_reach_telemetry_not_stderr(capfd):
+    """Starve the callback of the GIL for a second: the speaker runs dry, and that is counted, not printed."""
+    import sys
+
+    from studio.engine import alsa
+
+    engine = Engine()
+    engine.speaker.open()
+    try:
+        wait_until(lambda: engine.speaker._last_callback > 0, what="the first callback")
+        time.sleep(0.3)
+        before = engine.speaker.underruns
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(2.0)  # this thread keeps the GIL while it spins
+        try:
+            end = time.monotonic() + 1.0
+            while time.monotonic() < end:
+                pass
+        finally:
+            sys.setswitchinterval(interval)
+        wait_until(lambda: engine.speaker.underruns > before, what="the underrun to be counted")
+    finally:
+        engine.speaker.close()
+    counts = engine.telemetry.snapshot()["audio"]
+    assert counts["output_underruns"] == engine.speaker.underruns > before
+    assert counts["alsa_xruns"] == alsa.messages.xruns >= 1 and alsa.messages.installed
+    assert "ALSA lib" not in capfd.readouterr().err
