@@ -1,4 +1,7 @@
-"""MP4 export: FrameStates rendered offscreen, H.264 video with AAC audio muxed in, written atomically.
+"""Video export: FrameStates rendered offscreen and encoded by the file's suffix, written atomically.
+
+`.mp4`: H.264 with AAC audio. `.mov`: ProRes 4444 with PCM audio and `.webm`: VP9 with Opus audio, both
+keeping the alpha channel when the background is transparent (an MP4 has none: it shows black there).
 
 The file is written beside the target under a temporary name and renamed only when complete, so a
 failure midway (a bad frame, a full disk, a crash) never leaves a truncated MP4 at `out_path` and never
@@ -18,6 +21,31 @@ from studio.avatar.model import AvatarModel
 from studio.frame import FrameState
 
 _AUDIO_CHUNK = 1024  # AAC frame size
+
+
+class VideoFormat:
+    """How one container is written: video codec, pixel formats (opaque, with alpha), audio codec and rate."""
+
+    def __init__(self, container: str, codec: str, pix_fmt: str, alpha_pix_fmt: str | None, audio_codec: str,
+                 options: dict[str, str], audio_rate: int | None = None) -> None:
+        self.container, self.codec, self.pix_fmt, self.alpha_pix_fmt = container, codec, pix_fmt, alpha_pix_fmt
+        self.audio_codec, self.options, self.audio_rate = audio_codec, options, audio_rate
+
+
+VIDEO_FORMATS = {
+    ".mp4": VideoFormat("mp4", "libx264", "yuv420p", None, "aac", {"preset": "veryfast"}),
+    ".mov": VideoFormat("mov", "prores_ks", "yuv422p10le", "yuva444p10le", "pcm_s16le", {"profile": "4"}),
+    # Opus runs at 48 kHz: PyAV's encoder resamples whatever rate comes in
+    ".webm": VideoFormat("webm", "libvpx-vp9", "yuv420p", "yuva420p", "libopus",
+                         {"deadline": "realtime", "cpu-used": "8", "row-mt": "1", "b": "0"}, audio_rate=48000),
+}
+
+
+def video_format(path: str | os.PathLike) -> VideoFormat:
+    suffix = Path(path).suffix.lower()
+    if suffix not in VIDEO_FORMATS:
+        raise ValueError(f"cannot write {path}: video files end in {', '.join(VIDEO_FORMATS)}")
+    return VIDEO_FORMATS[suffix]
 
 
 class _StreamedAudio:
@@ -86,9 +114,10 @@ def render_video(
     crf: int = 20,
     supersample: int = 1,
 ) -> dict:
-    """Render `frames` to an H.264 MP4 at `out_path` (AAC audio when given); returns what was written.
+    """Render `frames` to a video at `out_path` (format by suffix, see VIDEO_FORMATS); returns what was written.
 
-    Frames are shown one per 1/fps second in the order given; audio starts with the first frame.
+    Frames are shown one per 1/fps second in the order given; audio starts with the first frame. A
+    transparent background keeps its alpha in .mov and .webm.
     `audio` is a (samples, sample_rate) pair, or a chunked decoder (`AudioFileStream`) read as it goes.
     """
     import av
@@ -102,6 +131,8 @@ def render_video(
     if not out_path.parent.is_dir():
         raise ValueError(f"cannot write {out_path}: folder {out_path.parent} does not exist")
     checked_audio = _check_audio(audio)
+    spec = video_format(out_path)
+    alpha = background == "transparent" and spec.alpha_pix_fmt is not None
     if avatar is None:
         from studio.avatar.io import default_avatar_path, load_avatar
 
@@ -116,22 +147,24 @@ def render_video(
         with OffscreenRenderer(
             avatar, size=(width, height), background=background, camera=camera, supersample=supersample
         ) as renderer:
-            container = av.open(str(partial), mode="w", format="mp4")
+            container = av.open(str(partial), mode="w", format=spec.container)
             try:
-                video = container.add_stream("libx264", rate=rate)
-                video.width, video.height, video.pix_fmt = width, height, "yuv420p"
-                video.options = {"crf": str(int(crf)), "preset": "veryfast"}
+                video = container.add_stream(spec.codec, rate=rate)
+                video.width, video.height = width, height
+                video.pix_fmt = spec.alpha_pix_fmt if alpha else spec.pix_fmt
+                video.options = {**spec.options, **({} if spec.codec == "prores_ks" else {"crf": str(int(crf))})}
                 audio_stream = None
                 audio_sent = 0
                 if checked_audio is not None:
                     feed = checked_audio if isinstance(checked_audio, _StreamedAudio) else None
                     samples, sample_rate = (None, feed.rate) if feed else checked_audio
-                    audio_stream = container.add_stream("aac", rate=sample_rate)
+                    audio_stream = container.add_stream(spec.audio_codec, rate=spec.audio_rate or sample_rate)
                     audio_stream.layout = "mono" if (feed.channels if feed else samples.shape[0]) == 1 else "stereo"
 
                 for state in frames:
                     image = renderer.render(state)
-                    picture = av.VideoFrame.from_ndarray(np.ascontiguousarray(image[..., :3]), format="rgb24")
+                    picture = (av.VideoFrame.from_ndarray(np.ascontiguousarray(image), format="rgba") if alpha else
+                               av.VideoFrame.from_ndarray(np.ascontiguousarray(image[..., :3]), format="rgb24"))
                     picture.pts = frame_count
                     picture.time_base = 1 / rate
                     container.mux(video.encode(picture))
@@ -169,6 +202,7 @@ def render_video(
         "has_audio": checked_audio is not None,
         "audio_samples": None if checked_audio is None else (
             checked_audio.position if isinstance(checked_audio, _StreamedAudio) else checked_audio[0].shape[1]),
+        "alpha": alpha,
     }
 
 
@@ -233,3 +267,25 @@ def probe_video(path: str | os.PathLike) -> dict:
             "has_audio": audio is not None,
             "audio_duration_s": audio_duration,
         }
+
+
+def alpha_range(path: str | os.PathLike, max_frames: int = 5) -> tuple[int, int] | None:
+    """(min, max) alpha over the first frames of a video, None when it carries no alpha channel.
+
+    VP9 keeps alpha in a side stream that only libvpx's decoder reads, so WebM is decoded with it.
+    """
+    import av
+
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        decoder = av.codec.CodecContext.create("libvpx-vp9", "r") if stream.codec_context.name == "vp9" else None
+        low, high, seen = 255, 0, 0
+        for packet in container.demux(stream):
+            for frame in decoder.decode(packet) if decoder is not None else packet.decode():
+                if not frame.format.name.startswith(("yuva", "rgba", "bgra", "argb", "gbrap")):
+                    return None
+                alpha = frame.to_ndarray(format="rgba")[..., 3]
+                low, high, seen = min(low, int(alpha.min())), max(high, int(alpha.max())), seen + 1
+            if seen >= max_frames:
+                break
+        return (low, high) if seen else None

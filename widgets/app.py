@@ -16,6 +16,7 @@ from pathlib import Path
 from studio import __version__
 
 BACKGROUNDS = ("studio", "chroma", "transparent")
+TAKE_COMMANDS = ("record", "export", "takes")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -94,6 +95,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench = commands.add_parser("bench", help="measure speed and quality, print JSON")
     bench.add_argument("--out", type=_output_file, help="also write the JSON to this file")
     bench.add_argument("--quick", action="store_true", help="fewer repetitions (for a smoke run)")
+
+    from widgets.take_commands import add_parsers
+
+    add_parsers(commands, _size, _existing_file, _output_file, BACKGROUNDS)
     return parser
 
 
@@ -106,7 +111,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from widgets.main_window import run_gui
 
         return run_gui(getattr(args, "avatar", None), getattr(args, "preset", None), getattr(args, "persona", "default"))
-    from widgets import commands as implementations
+    if command in TAKE_COMMANDS:
+        from widgets import take_commands as implementations
+    else:
+        from widgets import commands as implementations
 
     return getattr(implementations, f"{command}_command")(args)
 

@@ -198,6 +198,7 @@ class Engine:
         self.features = LogMelExtractor()
         self.prosody = ProsodyTracker()
         self._subscribers: list[FrameQueue] = []
+        self._audio_listeners: list[Callable[[float, np.ndarray], None]] = []
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._source = source
@@ -281,6 +282,17 @@ class Engine:
         with self._lock:
             if queue in self._subscribers:
                 self._subscribers.remove(queue)
+
+    def listen_audio(self, listener: Callable[[float, np.ndarray], None]) -> None:
+        """Call `listener(media_time_s, samples)` on the engine thread with each chunk of source audio it
+        analyses (mono, ENGINE_RATE); it must only copy (a recorder queues them for its own thread)."""
+        with self._lock:
+            self._audio_listeners.append(listener)
+
+    def unlisten_audio(self, listener: Callable[[float, np.ndarray], None]) -> None:
+        with self._lock:
+            if listener in self._audio_listeners:
+                self._audio_listeners.remove(listener)
 
     def start(self) -> None:
         if self.running:
@@ -442,6 +454,10 @@ class Engine:
             return
         self._samples_seen = max(self._samples_seen, start + len(samples))
         samples = self._continuous(start, samples)
+        if self._audio_listeners and samples.size:
+            media = self._source_offset + (self._origin_hop * HOP + self._fed) / ENGINE_RATE
+            for listener in list(self._audio_listeners):
+                listener(media, samples)
         t0 = time.perf_counter()
         prosodies = self.prosody.push(samples)
         features = None if self._track is not None else self.features.push(samples)

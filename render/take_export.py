@@ -1,0 +1,130 @@
+"""Exports of a take: video (MP4, alpha MOV/WebM) rendered offscreen, Live Link Face CSV, BVH.
+
+Each export reports progress (0..1) and checks a cancel flag between frames; a cancelled or failed
+export leaves nothing under the target name (files are written under a temporary name and renamed
+at the end). A persona other than the recorded one re-targets the take: its avatar and colours
+render it and its expression gains and caps reshape the recorded weights.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+
+from studio.avatar.model import AvatarModel
+from studio.frame import FrameState
+from studio.recording.take import Take
+
+EXPORT_KINDS = ("mp4", "mov", "webm", "csv", "bvh")
+VIDEO_KINDS = ("mp4", "mov", "webm")
+
+
+class ExportCancelled(Exception):
+    """The operator cancelled the export; nothing was written under the target name."""
+
+
+def persona_avatar(persona, fallback: AvatarModel | None = None) -> AvatarModel:
+    """The avatar a persona names (`default` or a file), with the persona's part colours laid over it."""
+    import dataclasses
+
+    from studio.avatar.io import default_avatar_path, load_avatar
+    from studio.avatar.model import Material
+
+    name = getattr(persona, "avatar", "default") or "default"
+    if name == "default":
+        avatar = fallback if fallback is not None else load_avatar(default_avatar_path())
+    else:
+        avatar = load_avatar(name)
+    colors = {part: color for part, color in (getattr(persona, "colors", {}) or {}).items() if part in avatar.part_names}
+    if colors:
+        materials = dict(avatar.materials)
+        vertex_colors = None if avatar.vertex_colors is None else np.array(avatar.vertex_colors, np.float32)
+        for part, color in colors.items():
+            base = materials.get(part)
+            materials[part] = dataclasses.replace(base, color=tuple(color)) if base else Material(tuple(color))
+            if vertex_colors is not None and avatar.part_labels is not None:
+                vertex_colors[avatar.part_labels == avatar.part_names.index(part)] = color
+        avatar = dataclasses.replace(avatar, materials=materials, vertex_colors=vertex_colors)
+    return avatar
+
+
+def take_frames(take: Take, fps: float, persona=None) -> list[FrameState]:
+    """The take at `fps`, stamped with take time, re-targeted to `persona` when it is not the recorded one."""
+    frames = take.resampled(fps)
+    recorded = take.manifest.get("persona") or "default"
+    if persona is not None and persona.name != recorded:
+        from studio.presets import PresetError, persona_by_name
+        from studio.recording.session import retarget_frames
+
+        try:
+            original = persona_by_name(recorded)
+        except PresetError:  # the recorded persona is gone: its gains cannot be divided out
+            from studio.presets import Persona
+
+            original = Persona(name=recorded)
+        frames = retarget_frames(frames, original, persona)
+    return frames
+
+
+def _tracked(frames: list[FrameState], progress: Callable[[float], None] | None,
+             cancel: threading.Event | None) -> Iterator[FrameState]:
+    total = max(1, len(frames))
+    for index, frame in enumerate(frames):
+        if cancel is not None and cancel.is_set():
+            raise ExportCancelled("export cancelled")
+        yield frame
+        if progress is not None:
+            progress((index + 1) / total)
+
+
+def export_take(take: Take, kind: str, out: str | os.PathLike, avatar: AvatarModel | None = None, persona=None,
+                size: tuple[int, int] = (1280, 720), fps: float | None = None, background: str = "studio",
+                camera: str = "body", progress: Callable[[float], None] | None = None,
+                cancel: threading.Event | None = None) -> dict:
+    """Write the take as `kind` (mp4, mov, webm, csv, bvh) to `out`; returns what was written."""
+    if kind not in EXPORT_KINDS:
+        raise ValueError(f"export kind {kind!r} is not one of {', '.join(EXPORT_KINDS)}")
+    out = Path(out)
+    folder = out.parent if str(out.parent) else Path(".")
+    if not folder.is_dir():
+        raise ValueError(f"cannot write {out}: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise PermissionError(f"cannot write {out}: folder {folder} is not writable")
+    fps = float(fps or take.manifest.get("frame_rate") or 30.0)
+    frames = take_frames(take, fps, persona)
+    if kind in VIDEO_KINDS:
+        from render.video import render_video
+
+        if out.suffix.lower() != f".{kind}":
+            raise ValueError(f"cannot write {kind} to {out}: the file name must end in .{kind}")
+        if avatar is None or (persona is not None and persona.name != take.manifest.get("persona")):
+            avatar = persona_avatar(persona, avatar) if persona is not None else avatar
+        audio = None
+        if len(take.audio):
+            video_samples = int(round(len(frames) / fps * take.sample_rate))
+            samples = np.zeros(video_samples, np.float32)
+            used = min(video_samples, len(take.audio))
+            samples[:used] = take.audio[:used]
+            audio = (samples, take.sample_rate)
+        return render_video(_tracked(frames, progress, cancel), out, fps=fps, size=size, audio=audio, avatar=avatar,
+                            background=background, camera=camera)
+    if cancel is not None and cancel.is_set():
+        raise ExportCancelled("export cancelled")
+    if kind == "csv":
+        from studio.recording.livelink import write_livelink_csv
+
+        write_livelink_csv(frames, out, fps)
+    else:
+        from studio.avatar.io import default_avatar_path, load_avatar
+        from studio.recording.bvh import write_bvh
+
+        if avatar is None:
+            avatar = persona_avatar(persona) if persona is not None else load_avatar(default_avatar_path())
+        write_bvh(frames, avatar.rest_joints(), out, fps)
+    if progress is not None:
+        progress(1.0)
+    return {"path": str(out), "frames": len(frames), "fps": fps, "duration_s": len(frames) / fps}

@@ -1,0 +1,1 @@
+"""Takes: crash-safe recording of a session, reading, repair, Live Link Face CSV and BVH (no Qt)."""

@@ -1,0 +1,246 @@
+"""TakeRecorder: a thread that drains a FrameState subscriber queue into a take folder.
+
+The engine and the GUI thread never write: the engine puts frames into a drop-oldest `FrameQueue` and
+hands audio chunks and operator events over with non-blocking appends; this thread encodes and appends
+them and flushes to the operating system every `FLUSH_INTERVAL_S`, so a killed process loses at most that.
+Disk space is checked before the take starts and every second while it runs: short of space, the
+recorder stops cleanly and finalises the take, saying why.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+import studio
+from studio.avatar.model import AvatarModel
+from studio.engine.pipeline import FrameQueue
+from studio.recording.take import (
+    AUDIO,
+    EVENTS,
+    FRAMES,
+    LOCK,
+    TAKE_FORMAT,
+    TAKE_VERSION,
+    encode_frame,
+    finished_files,
+    frames_header,
+    free_bytes,
+    now_iso,
+    to_pcm16,
+    wav_header,
+    write_manifest,
+)
+
+FLUSH_INTERVAL_S = 0.5  # half the promise: a kill loses at most the last second, queue lag included
+DISK_CHECK_INTERVAL_S = 1.0
+MIN_FREE_MB = 200.0  # refuse to start, or stop cleanly, below this much free space
+
+
+class DiskSpaceError(OSError):
+    """Not enough free space to record."""
+
+
+def avatar_content_hash(avatar: AvatarModel) -> str:
+    """sha256 over the avatar's geometry, rig and expression arrays: the same avatar under any file name."""
+    digest = hashlib.sha256()
+    for name in ("v_template", "faces", "joint_regressor", "skin_weights", "shape_dirs", "expr_dirs", "pose_dirs"):
+        value = getattr(avatar, name)
+        if value is not None:
+            digest.update(name.encode())
+            digest.update(np.ascontiguousarray(value).tobytes())
+    return digest.hexdigest()
+
+
+def take_manifest(persona: str, preset: str, avatar: AvatarModel, sample_rate: int, frame_rate: float,
+                  source: str = "live", **extra) -> dict:
+    """The manifest a take starts with (status `recording`)."""
+    return {
+        "format": TAKE_FORMAT, "version": TAKE_VERSION, "status": "recording",
+        "studio_version": studio.__version__, "source": source,
+        "persona": persona, "preset": preset,
+        "avatar": {"name": avatar.name, "source": str(avatar.source), "sha256": avatar_content_hash(avatar)},
+        "sample_rate": int(sample_rate), "frame_rate": float(frame_rate), "started_at": now_iso(), **extra,
+    }
+
+
+class TakeRecorder:
+    """Records frames from `queue`, audio from `add_audio` and events from `add_event` into `folder`.
+
+    Audio chunks carry the media time of their first sample; they are laid on the take's timeline
+    (sample 0 = the first frame's media time), silence filling gaps, so sound and frames stay aligned.
+    """
+
+    def __init__(self, folder: str | os.PathLike, manifest: dict, queue: FrameQueue,
+                 min_free_mb: float = MIN_FREE_MB, on_stopped: Callable[[str], None] | None = None) -> None:
+        self.folder = Path(folder)
+        self.manifest = dict(manifest)
+        self.queue = queue
+        self.min_free_mb = float(min_free_mb)
+        self.on_stopped = on_stopped
+        self.sample_rate = int(manifest["sample_rate"])
+        self._audio: deque[tuple[float, np.ndarray]] = deque()
+        self._events: deque[dict] = deque()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.frames_written = 0
+        self.audio_samples = 0
+        self.bytes_written = 0
+        self.first_media_s: float | None = None
+        self.last_media_s: float | None = None
+        self.stopped_reason: str | None = None
+        self.error: str | None = None
+
+    # ----------------------------------------------------------------- any thread
+
+    def start(self) -> None:
+        """Check the space, write the manifest and the file headers, start the writer thread."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        free_mb = free_bytes(self.folder) / 2**20
+        if free_mb < self.min_free_mb:
+            raise DiskSpaceError(f"cannot record to {self.folder}: {free_mb:.0f} MB free, "
+                                 f"at least {self.min_free_mb:.0f} MB needed")
+        (self.folder / LOCK).write_text(f"{os.getpid()}\n")
+        write_manifest(self.folder, self.manifest)
+        self._frames = open(self.folder / FRAMES, "wb")
+        self._frames.write(frames_header())
+        self._wav = open(self.folder / AUDIO, "wb")
+        self._wav.write(wav_header(self.sample_rate, 0))
+        self._events_file = open(self.folder / EVENTS, "wb")
+        for handle in (self._frames, self._wav, self._events_file):
+            handle.flush()
+        self.bytes_written = self._frames.tell() + self._wav.tell()
+        self._thread = threading.Thread(target=self._run, name="take-recorder", daemon=True)
+        self._thread.start()
+
+    def add_audio(self, media_time_s: float, samples: np.ndarray) -> None:
+        """Queue input audio (mono float32 at the take's rate) whose first sample is at this media time."""
+        self._audio.append((float(media_time_s), np.array(samples, np.float32, copy=True)))
+
+    def add_event(self, kind: str, media_time_s: float, **data) -> None:
+        """An operator event (expression trigger, persona or preset switch, cue line) at this media time."""
+        self._events.append({"t": float(media_time_s), "kind": str(kind), **data})
+
+    @property
+    def recording(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    @property
+    def elapsed_s(self) -> float:
+        if self.first_media_s is None or self.last_media_s is None:
+            return 0.0
+        return self.last_media_s - self.first_media_s
+
+    def stop(self, reason: str = "stopped by the operator") -> dict:
+        """Stop, drain what is queued, finalise the files and the manifest; returns the manifest."""
+        if self._thread is not None:
+            self.stopped_reason = self.stopped_reason or reason
+            self._stop.set()
+            self._thread.join()
+        return self.manifest
+
+    # ----------------------------------------------------------------- writer thread
+
+    def _run(self) -> None:
+        last_flush = last_disk = time.monotonic()
+        try:
+            while not self._stop.is_set():
+                frame = self.queue.get(timeout=0.1)
+                if frame is not None:
+                    self._write_frame(frame)
+                self._write_pending()
+                now = time.monotonic()
+                if now - last_flush >= FLUSH_INTERVAL_S:
+                    self._flush()
+                    last_flush = now
+                if now - last_disk >= DISK_CHECK_INTERVAL_S:
+                    last_disk = now
+                    free_mb = free_bytes(self.folder) / 2**20
+                    if free_mb < self.min_free_mb:
+                        self.stopped_reason = f"disk almost full ({free_mb:.0f} MB free, {self.min_free_mb:.0f} MB kept)"
+                        break
+            for frame in self.queue.drain():
+                self._write_frame(frame)
+            self._write_pending()
+        except OSError as error:  # e.g. the disk filled up between checks: keep what was written
+            self.error = f"writing the take failed: {error}"
+            self.stopped_reason = self.error
+        finally:
+            self._finish()
+
+    def _write_frame(self, frame) -> None:
+        if self.last_media_s is not None and frame.media_time_s <= self.last_media_s:
+            return  # the engine's clock restarted (a new session): a take's frames always move forward
+        record = encode_frame(frame)
+        self._frames.write(record)
+        self.bytes_written += len(record)
+        self.frames_written += 1
+        if self.first_media_s is None:
+            self.first_media_s = frame.media_time_s
+        self.last_media_s = frame.media_time_s
+
+    def _write_pending(self) -> None:
+        while self._events:
+            event = self._events.popleft()
+            line = (json.dumps(event) + "\n").encode("utf-8")
+            self._events_file.write(line)
+            self.bytes_written += len(line)
+        while self._audio:
+            if self.first_media_s is None:  # nothing to align to yet: kept until the first frame arrives
+                break
+            media, samples = self._audio.popleft()
+            position = int(round((media - self.first_media_s) * self.sample_rate))
+            if position < self.audio_samples:  # overlaps what is written (or before the take): keep only the new part
+                samples = samples[self.audio_samples - position:]
+                position = self.audio_samples
+            if position > self.audio_samples:  # a gap: silence keeps later sound on its time
+                self._append_audio(np.zeros(position - self.audio_samples, np.float32))
+            self._append_audio(samples)
+
+    def _append_audio(self, samples: np.ndarray) -> None:
+        if samples.size:
+            data = to_pcm16(samples)
+            self._wav.write(data)
+            self.audio_samples += samples.size
+            self.bytes_written += len(data)
+
+    def _flush(self) -> None:
+        for handle in (self._frames, self._wav, self._events_file):
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    def _finish(self) -> None:
+        try:
+            for handle in (self._frames, self._wav, self._events_file):
+                try:
+                    handle.flush()
+                finally:
+                    handle.close()
+            with open(self.folder / AUDIO, "r+b") as wav:
+                wav.seek(0)
+                wav.write(wav_header(self.sample_rate, self.audio_samples * 2))
+            frame_rate = float(self.manifest.get("frame_rate") or 30.0)
+            self.manifest.update({
+                "status": "complete", "frames": self.frames_written,
+                "duration_s": max(self.elapsed_s + 1.0 / frame_rate if self.frames_written else 0.0,
+                                  self.audio_samples / self.sample_rate),
+                "audio_samples": self.audio_samples, "dropped_frames": self.queue.dropped,
+                "stopped_reason": self.stopped_reason or "stopped", "finished_at": now_iso(),
+                "files": finished_files(self.folder),
+            })
+            if self.frames_written == 0:
+                self.manifest["status"] = "empty"
+            write_manifest(self.folder, self.manifest)
+            (self.folder / LOCK).unlink(missing_ok=True)
+        except OSError as error:  # the take stays `recording` on disk; the next start repairs it
+            self.error = f"finishing the take failed: {error}"
+        if self.on_stopped is not None:
+            self.on_stopped(self.stopped_reason or "stopped")

@@ -1,0 +1,560 @@
+"""The take folder: an append-only, self-describing, crash-safe record of a session.
+
+A take is a folder holding
+
+- `manifest.json`: what was recorded (studio version, persona, preset, avatar identity and content
+  hash, sample rate, frame rate, wall-clock start), its status (`recording`, `complete`, `recovered`)
+  and, once finished, each file's size and sha256;
+- `frames.bin`: a header naming the record layout, then one length-prefixed, CRC-32-checked record per
+  FrameState (a fixed numpy part plus a small JSON part), appended as they come;
+- `audio.wav`: 16-bit PCM mono of the input audio on the take's timeline, its header patched at the end
+  (or by `repair_take` after a crash);
+- `events.jsonl`: the operator's events (expression triggers, persona and preset switches, cue lines),
+  one JSON object per line;
+- `recording.lock`: the recorder's process id while it records.
+
+Data written is flushed to the operating system each `FLUSH_INTERVAL_S`, so a killed recorder loses at
+most that much; `repair_take` trims a half-written tail and marks the take `recovered`.
+Reading never plays a damaged take silently: `open_take` raises `TakeError` listing every problem.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import struct
+import zlib
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+from studio.avatar.arkit import NUM_ARKIT
+from studio.avatar.skeleton import NUM_JOINTS
+from studio.fileio import atomic_write
+from studio.frame import FrameState
+
+TAKE_FORMAT = "avatar-studio-take"
+TAKE_VERSION = 1
+MANIFEST, FRAMES, AUDIO, EVENTS, LOCK = "manifest.json", "frames.bin", "audio.wav", "events.jsonl", "recording.lock"
+FRAMES_MAGIC = b"ASTAKE1\n"
+NUM_VISEMES = 15
+FRAME_DTYPE = np.dtype([
+    ("media_time_s", "<f8"), ("sequence", "<i8"), ("voice_activity", "<f8"),
+    ("arkit", "<f4", (NUM_ARKIT,)), ("pose", "<f4", (NUM_JOINTS, 3)), ("transl", "<f4", (3,)),
+    ("has_visemes", "u1"), ("visemes", "<f4", (NUM_VISEMES,)),
+])
+RECORD_HEAD = struct.Struct("<II")  # payload length, crc32 of the payload
+MAX_RECORD_BYTES = FRAME_DTYPE.itemsize + 64 * 1024
+WAV_HEADER_BYTES = 44
+
+
+class TakeError(ValueError):
+    """A take folder that cannot be played as it is; `problems` lists what is missing or inconsistent."""
+
+    def __init__(self, path: Path, problems: list[str], repairable: bool = False) -> None:
+        self.path = Path(path)
+        self.problems = list(problems)
+        self.repairable = repairable
+        hint = " (repairable: `repair_take` or the take browser's Repair)" if repairable else ""
+        super().__init__(f"take {self.path}: " + "; ".join(problems) + hint)
+
+
+# ------------------------------------------------------------------------------------------ writing
+
+
+def frames_header() -> bytes:
+    """The self-description at the top of frames.bin: how to read every record that follows."""
+    layout = {
+        "format": TAKE_FORMAT, "version": TAKE_VERSION,
+        "record": "u32 payload length, u32 crc32(payload), payload",
+        "payload": "fixed part (numpy dtype below, little-endian) then UTF-8 JSON [expression, timings_ms]",
+        "fixed_dtype": [[name, FRAME_DTYPE.fields[name][0].base.str, list(FRAME_DTYPE.fields[name][0].shape)]
+                        for name in FRAME_DTYPE.names],
+        "fixed_bytes": FRAME_DTYPE.itemsize,
+    }
+    text = json.dumps(layout).encode("utf-8")
+    return FRAMES_MAGIC + struct.pack("<I", len(text)) + text
+
+
+def encode_frame(frame: FrameState) -> bytes:
+    """One length-prefixed, checksummed record."""
+    fixed = np.zeros((), FRAME_DTYPE)
+    fixed["media_time_s"], fixed["sequence"], fixed["voice_activity"] = frame.media_time_s, frame.sequence, frame.voice_activity
+    fixed["arkit"], fixed["pose"], fixed["transl"] = frame.arkit, frame.pose, frame.transl
+    if frame.visemes is not None:
+        if frame.visemes.shape != (NUM_VISEMES,):
+            raise ValueError(f"FrameState.visemes has shape {frame.visemes.shape}; a take stores ({NUM_VISEMES},)")
+        fixed["has_visemes"], fixed["visemes"] = 1, frame.visemes
+    extra = json.dumps([frame.expression, dict(frame.timings_ms)], separators=(",", ":")).encode("utf-8")
+    payload = fixed.tobytes() + extra
+    return RECORD_HEAD.pack(len(payload), zlib.crc32(payload)) + payload
+
+
+def decode_frame(payload: bytes) -> FrameState:
+    fixed = np.frombuffer(payload[:FRAME_DTYPE.itemsize], FRAME_DTYPE)[0]
+    expression, timings = json.loads(payload[FRAME_DTYPE.itemsize:].decode("utf-8"))
+    return FrameState(
+        media_time_s=float(fixed["media_time_s"]), arkit=fixed["arkit"], pose=fixed["pose"], transl=fixed["transl"],
+        visemes=fixed["visemes"] if fixed["has_visemes"] else None, voice_activity=float(fixed["voice_activity"]),
+        expression=expression, timings_ms=timings, sequence=int(fixed["sequence"]),
+    )
+
+
+def wav_header(rate: int, data_bytes: int) -> bytes:
+    """A 16-bit PCM mono RIFF header for `data_bytes` of samples."""
+    return (b"RIFF" + struct.pack("<I", 36 + data_bytes) + b"WAVEfmt " + struct.pack("<IHHIIHH", 16, 1, 1, rate, rate * 2, 2, 16)
+            + b"data" + struct.pack("<I", data_bytes))
+
+
+def to_pcm16(samples: np.ndarray) -> bytes:
+    return (np.clip(np.asarray(samples, np.float32), -1.0, 1.0) * 32767.0).round().astype("<i2").tobytes()
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def write_manifest(folder: Path, manifest: dict) -> None:
+    atomic_write(folder / MANIFEST, json.dumps(manifest, indent=2) + "\n")
+
+
+def finished_files(folder: Path) -> dict:
+    """Size and sha256 of each data file, for the manifest of a finished take."""
+    return {name: {"bytes": (folder / name).stat().st_size, "sha256": file_sha256(folder / name)}
+            for name in (FRAMES, AUDIO, EVENTS) if (folder / name).is_file()}
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+# ------------------------------------------------------------------------------------------ reading
+
+
+@dataclass
+class FrameScan:
+    """What frames.bin holds: the good frames, and where and why reading stopped or skipped."""
+
+    frames: list[FrameState] = field(default_factory=list)
+    good_bytes: int = 0  # bytes up to the end of the last readable record
+    corrupt: list[str] = field(default_factory=list)  # records that fail their checksum (skipped)
+    tail: str | None = None  # a half-written last record
+    header_error: str | None = None
+
+
+def scan_frames(path: Path) -> FrameScan:
+    scan = FrameScan()
+    data = path.read_bytes()
+    if not data.startswith(FRAMES_MAGIC) or len(data) < len(FRAMES_MAGIC) + 4:
+        scan.header_error = f"{FRAMES} does not start with the take header (not written by Avatar Studio)"
+        return scan
+    (header_len,) = struct.unpack_from("<I", data, len(FRAMES_MAGIC))
+    start = len(FRAMES_MAGIC) + 4
+    try:
+        header = json.loads(data[start:start + header_len].decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        scan.header_error = f"{FRAMES} header is unreadable"
+        return scan
+    if header.get("version") != TAKE_VERSION or header.get("fixed_bytes") != FRAME_DTYPE.itemsize:
+        scan.header_error = (f"{FRAMES} is layout version {header.get('version')!r} with {header.get('fixed_bytes')!r}-byte "
+                             f"records; this studio reads version {TAKE_VERSION}")
+        return scan
+    offset = scan.good_bytes = start + header_len
+    while offset < len(data):
+        if offset + RECORD_HEAD.size > len(data):
+            scan.tail = f"{FRAMES} ends with {len(data) - offset} bytes of a half-written record at byte {offset}"
+            break
+        length, crc = RECORD_HEAD.unpack_from(data, offset)
+        end = offset + RECORD_HEAD.size + length
+        if not FRAME_DTYPE.itemsize <= length <= MAX_RECORD_BYTES:
+            scan.tail = (f"{FRAMES} record {len(scan.frames) + len(scan.corrupt)} at byte {offset} "
+                         f"has an impossible length {length}")
+            break
+        if end > len(data):
+            scan.tail = (f"{FRAMES} ends with a half-written record at byte {offset} "
+                         f"({len(data) - offset} of {end - offset} bytes)")
+            break
+        payload = data[offset + RECORD_HEAD.size:end]
+        try:
+            if zlib.crc32(payload) != crc:
+                raise ValueError("checksum mismatch")
+            scan.frames.append(decode_frame(payload))
+        except (ValueError, UnicodeDecodeError):
+            scan.corrupt.append(f"record {len(scan.frames) + len(scan.corrupt)} at byte {offset}")
+        offset = scan.good_bytes = end
+    return scan
+
+
+def read_wav(path: Path) -> tuple[np.ndarray, int, int, str | None]:
+    """(samples float32, rate, data bytes the header claims, problem or None) of a take's PCM16 mono WAV."""
+    data = path.read_bytes()
+    if len(data) < WAV_HEADER_BYTES or data[:4] != b"RIFF" or data[8:16] != b"WAVEfmt " or data[36:40] != b"data":
+        return np.zeros(0, np.float32), 0, 0, f"{AUDIO} is not the take's 16-bit PCM WAV layout"
+    _size, fmt, channels, rate, _byte_rate, _align, bits = struct.unpack_from("<IHHIIHH", data, 16)
+    if fmt != 1 or channels != 1 or bits != 16:
+        problem = f"{AUDIO} is format {fmt}, {channels} channels, {bits} bits; expected PCM mono 16-bit"
+        return np.zeros(0, np.float32), 0, 0, problem
+    (claimed,) = struct.unpack_from("<I", data, 40)
+    body = data[WAV_HEADER_BYTES:]
+    body = body[:len(body) // 2 * 2]
+    problem = None
+    if claimed != len(body):
+        problem = f"{AUDIO} header says {claimed // 2} samples but holds {len(body) // 2} (header not finalised)"
+    samples = np.frombuffer(body, "<i2").astype(np.float32) / 32767.0
+    return samples, rate, claimed, problem
+
+
+def read_events(path: Path) -> tuple[list[dict], str | None]:
+    events, problem = [], None
+    lines = path.read_bytes().split(b"\n")
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            event = json.loads(line.decode("utf-8"))
+            if not isinstance(event, dict) or not isinstance(event.get("t"), (int, float)) or "kind" not in event:
+                raise ValueError("not an event object")
+            events.append(event)
+        except (ValueError, UnicodeDecodeError):
+            last = number == len(lines) or all(not rest.strip() for rest in lines[number:])
+            problem = (f"{EVENTS} line {number} is " + ("half-written (the last line)" if last else "not a valid event"))
+            if not last:
+                return events, problem
+    return events, problem
+
+
+@dataclass
+class Take:
+    """A readable take: every frame as recorded, the audio on the take's timeline, the events."""
+
+    path: Path
+    manifest: dict
+    frames: list[FrameState]
+    audio: np.ndarray  # float32 mono, sample 0 at the first frame's media time
+    sample_rate: int
+    events: list[dict]
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def start_media_s(self) -> float:
+        return self.frames[0].media_time_s if self.frames else 0.0
+
+    @property
+    def duration_s(self) -> float:
+        """From the first frame to the end of the last frame or of the audio, whichever is later."""
+        frame_rate = float(self.manifest.get("frame_rate") or 30.0)
+        frames_end = (self.frames[-1].media_time_s - self.start_media_s + 1.0 / frame_rate) if self.frames else 0.0
+        audio_end = len(self.audio) / self.sample_rate if self.sample_rate else 0.0
+        return max(frames_end, audio_end)
+
+    def take_times(self) -> np.ndarray:
+        return np.array([f.media_time_s for f in self.frames]) - self.start_media_s
+
+    def frame_at(self, take_time_s: float) -> FrameState:
+        """The recorded frame showing at this take time (the last one at or before it)."""
+        index = int(np.searchsorted(self.take_times(), take_time_s + 1e-9, side="right")) - 1
+        return self.frames[max(index, 0)]
+
+    def resampled(self, fps: float) -> list[FrameState]:
+        """Frames at k / fps of take time (each the recorded frame showing then), stamped with take time."""
+        times = self.take_times()
+        count = max(1, int(np.ceil(self.duration_s * fps - 1e-9)))
+        grid = np.arange(count) / fps
+        indices = np.clip(np.searchsorted(times, grid + 1e-9, side="right") - 1, 0, len(self.frames) - 1)
+        return [self.frames[i].replace(media_time_s=float(t), sequence=k) for k, (i, t) in enumerate(zip(indices, grid))]
+
+    def voice_activity(self) -> tuple[np.ndarray, np.ndarray]:
+        """(take times, voice activity) per recorded frame, for the timeline."""
+        return self.take_times(), np.array([f.voice_activity for f in self.frames])
+
+
+def _load_manifest(folder: Path) -> tuple[dict | None, list[str]]:
+    path = folder / MANIFEST
+    if not folder.is_dir():
+        return None, [f"{folder} is not a folder"]
+    if not path.is_file():
+        return None, [f"no {MANIFEST} (not an Avatar Studio take, or its manifest was deleted)"]
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        return None, [f"{MANIFEST} is not valid JSON ({error})"]
+    if not isinstance(manifest, dict) or manifest.get("format") != TAKE_FORMAT:
+        found = manifest.get("format") if isinstance(manifest, dict) else None
+        return None, [f"{MANIFEST} is not an Avatar Studio take manifest (format {found!r})"]
+    if manifest.get("version") != TAKE_VERSION:
+        return None, [f"{MANIFEST} is take version {manifest.get('version')!r}; this studio reads version {TAKE_VERSION}"]
+    return manifest, []
+
+
+@dataclass
+class Inspection:
+    """Everything `inspect_take` found: the readable content and the problems, split by whether repair can fix them."""
+
+    manifest: dict | None
+    scan: FrameScan | None = None
+    audio: np.ndarray | None = None
+    sample_rate: int = 0
+    events: list[dict] = field(default_factory=list)
+    repairable: list[str] = field(default_factory=list)
+    fatal: list[str] = field(default_factory=list)
+
+    @property
+    def problems(self) -> list[str]:
+        return self.fatal + self.repairable
+
+
+def recorder_alive(folder: Path) -> bool:
+    """True while a live process holds the take's lock (it is being recorded now)."""
+    lock = folder / LOCK
+    try:
+        pid = int(lock.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return False
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def inspect_take(folder: str | os.PathLike) -> Inspection:
+    """Read a take folder and list what is missing or inconsistent, without changing anything."""
+    folder = Path(folder)
+    manifest, problems = _load_manifest(folder)
+    result = Inspection(manifest, fatal=problems)
+    if manifest is None:
+        return result
+    status = manifest.get("status")
+    if status == "recording":
+        if recorder_alive(folder):
+            result.fatal.append("it is being recorded now")
+            return result
+        result.repairable.append("the recording was interrupted (no clean stop)")
+    files = manifest.get("files") or {}
+    for name in (FRAMES, AUDIO, EVENTS):
+        if not (folder / name).is_file():
+            (result.fatal if name == FRAMES else result.repairable).append(f"{name} is missing")
+    if (folder / FRAMES).is_file():
+        scan = result.scan = scan_frames(folder / FRAMES)
+        if scan.header_error:
+            result.fatal.append(scan.header_error)
+        else:
+            if scan.tail:
+                result.repairable.append(scan.tail)
+            if scan.corrupt:
+                result.repairable.append(f"{len(scan.corrupt)} frame record(s) fail their checksum (tampered or damaged): "
+                                         + ", ".join(scan.corrupt[:3]) + (" …" if len(scan.corrupt) > 3 else ""))
+            if not scan.frames:
+                result.fatal.append(f"{FRAMES} holds no readable frame")
+            else:
+                times = np.array([f.media_time_s for f in scan.frames])
+                if np.any(np.diff(times) <= 0):
+                    at = int(np.flatnonzero(np.diff(times) <= 0)[0]) + 1
+                    result.fatal.append(f"{FRAMES} frame {at} goes back in time ({times[at]:.3f} s after {times[at - 1]:.3f} s)")
+            expected = manifest.get("frames")
+            if status != "recording" and isinstance(expected, int):
+                good = len(scan.frames)
+                if good < expected:
+                    result.repairable.append(f"{FRAMES} holds {good} readable frames; the manifest says {expected} (truncated)")
+                elif good > expected:
+                    result.fatal.append(f"{FRAMES} holds {good} frames; the manifest says {expected} (changed after recording)")
+                elif FRAMES in files and files[FRAMES].get("sha256") != file_sha256(folder / FRAMES) and not scan.corrupt:
+                    result.fatal.append(f"{FRAMES} differs from what was recorded (sha256 does not match the manifest)")
+    if (folder / AUDIO).is_file():
+        audio, rate, _claimed, problem = read_wav(folder / AUDIO)
+        result.audio, result.sample_rate = audio, rate
+        if problem and status == "recording":
+            result.repairable.append(problem)
+        elif problem and "header says" in problem:
+            result.repairable.append(problem)
+        elif problem:
+            result.fatal.append(problem)
+        elif rate != manifest.get("sample_rate"):
+            result.fatal.append(f"{AUDIO} is {rate} Hz; the manifest says {manifest.get('sample_rate')} Hz")
+        elif status != "recording" and AUDIO in files and files[AUDIO].get("sha256") != file_sha256(folder / AUDIO):
+            result.fatal.append(f"{AUDIO} differs from what was recorded (sha256 does not match the manifest)")
+    if (folder / EVENTS).is_file():
+        result.events, problem = read_events(folder / EVENTS)
+        if problem and "half-written" in problem:
+            result.repairable.append(problem)
+        elif problem:
+            result.fatal.append(problem)
+        if status != "recording" and EVENTS in files and files[EVENTS].get("sha256") != file_sha256(folder / EVENTS):
+            result.fatal.append(f"{EVENTS} differs from what was recorded (sha256 does not match the manifest)")
+    return result
+
+
+def open_take(folder: str | os.PathLike) -> Take:
+    """The take, exactly as recorded; `TakeError` (listing every problem) if anything is off."""
+    folder = Path(folder)
+    found = inspect_take(folder)
+    if found.problems:
+        raise TakeError(folder, found.problems, repairable=not found.fatal)
+    rate = found.sample_rate or int(found.manifest.get("sample_rate") or 16000)
+    audio = found.audio if found.audio is not None else np.zeros(0, np.float32)
+    return Take(folder, found.manifest, found.scan.frames, audio, rate, found.events)
+
+
+def repair_take(folder: str | os.PathLike) -> list[str]:
+    """Make an interrupted or damaged take readable again; returns what was done, marks it `recovered`.
+
+    Drops a half-written tail and records that fail their checksum, finalises the WAV header, drops a
+    half-written event line. A take with a problem repair cannot fix (no frames, a foreign or changed
+    file) raises `TakeError` and is left as it was.
+    """
+    folder = Path(folder)
+    found = inspect_take(folder)
+    if found.fatal:
+        raise TakeError(folder, found.problems, repairable=False)
+    if not found.repairable:
+        return []
+    manifest = dict(found.manifest)
+    done = []
+    scan = found.scan
+    if scan.tail or scan.corrupt:
+        data = frames_header() + b"".join(encode_frame(f) for f in scan.frames)
+        atomic_write(folder / FRAMES, data)
+        done.append(f"kept {len(scan.frames)} frames"
+                    + (f", dropped {len(scan.corrupt)} damaged record(s)" if scan.corrupt else "")
+                    + (", cut a half-written last record" if scan.tail else ""))
+    audio = found.audio if found.audio is not None else np.zeros(0, np.float32)
+    rate = found.sample_rate or int(manifest.get("sample_rate") or 16000)
+    audio_path = folder / AUDIO
+    wav_ok = audio_path.is_file() and read_wav(audio_path)[3] is None
+    if not wav_ok:
+        atomic_write(audio_path, wav_header(rate, len(audio) * 2) + to_pcm16(audio))
+        done.append(f"finalised {AUDIO} ({len(audio) / rate:.2f} s)")
+    events_path = folder / EVENTS
+    if not events_path.is_file() or read_events(events_path)[1]:
+        atomic_write(events_path, "".join(json.dumps(e) + "\n" for e in found.events))
+        done.append(f"kept {len(found.events)} events")
+    frame_rate = float(manifest.get("frame_rate") or 30.0)
+    first, last = scan.frames[0].media_time_s, scan.frames[-1].media_time_s
+    manifest.update({
+        "status": "recovered", "frames": len(scan.frames),
+        "duration_s": max(last - first + 1.0 / frame_rate, len(audio) / rate),
+        "audio_samples": len(audio), "events": len(found.events),
+        "repairs": list(manifest.get("repairs") or []) + [{"at": now_iso(), "found": found.repairable, "done": done}],
+        "files": finished_files(folder),
+    })
+    manifest.setdefault("stopped_reason", "interrupted (recovered on the next start)")
+    write_manifest(folder, manifest)
+    (folder / LOCK).unlink(missing_ok=True)
+    return done
+
+
+# ------------------------------------------------------------------------------------------ the library
+
+
+@dataclass
+class TakeInfo:
+    """One row of the take list."""
+
+    path: Path
+    name: str
+    started_at: str
+    duration_s: float
+    persona: str
+    preset: str
+    size_bytes: int
+    status: str  # complete, recovered, recording, unfinished, damaged
+    problem: str | None = None
+
+
+def folder_size(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.iterdir() if p.is_file())
+
+
+def take_info(folder: Path) -> TakeInfo:
+    """A cheap summary from the manifest (frames are not read): the browser lists many takes."""
+    manifest, problems = _load_manifest(folder)
+    size = folder_size(folder) if folder.is_dir() else 0
+    if manifest is None:
+        return TakeInfo(folder, folder.name, "", 0.0, "", "", size, "damaged", "; ".join(problems))
+    status = manifest.get("status", "?")
+    problem = None
+    if status == "recording" and not recorder_alive(folder):
+        status, problem = "unfinished", "the recording was interrupted; it will be repaired when opened"
+    return TakeInfo(folder, folder.name, str(manifest.get("started_at", "")), float(manifest.get("duration_s") or 0.0),
+                    str(manifest.get("persona", "")), str(manifest.get("preset", "")), size, status, problem)
+
+
+def list_takes(root: str | os.PathLike) -> list[TakeInfo]:
+    """Take folders under `root` (not the trash), newest first."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    rows = [take_info(p) for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    return sorted(rows, key=lambda r: (r.started_at, r.name), reverse=True)
+
+
+def find_unfinished(root: str | os.PathLike) -> list[Path]:
+    """Takes whose recorder stopped without finishing them (a crash, a kill, a power cut)."""
+    return [row.path for row in list_takes(root) if row.status == "unfinished"]
+
+
+TRASH = ".trash"
+
+
+def trash_take(folder: str | os.PathLike) -> Path:
+    """Move a take into the recordings' trash folder (undo with `restore_take`); returns where it went."""
+    folder = Path(folder)
+    trash = folder.parent / TRASH
+    trash.mkdir(exist_ok=True)
+    target = trash / f"{folder.name}.{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%S%f')}"
+    os.replace(folder, target)
+    return target
+
+
+def restore_take(trashed: str | os.PathLike, original: str | os.PathLike) -> Path:
+    trashed, original = Path(trashed), Path(original)
+    if original.exists():
+        raise FileExistsError(f"cannot restore {original.name}: a take with that name exists again")
+    os.replace(trashed, original)
+    return original
+
+
+def rename_take(folder: str | os.PathLike, new_name: str) -> Path:
+    """Rename a take folder; a name with a path separator, a leading dot or one already used is refused."""
+    folder = Path(folder)
+    clean = new_name.strip()
+    if not clean or clean.startswith(".") or any(c in clean for c in '/\\:*?"<>|') or len(clean) > 120:
+        raise ValueError(f"take name {new_name!r} is not allowed: use 1..120 characters without / \\ : * ? \" < > | "
+                         "and not starting with a dot")
+    target = folder.with_name(clean)
+    if target.exists():
+        raise FileExistsError(f"a take named {clean!r} already exists")
+    os.replace(folder, target)
+    return target
+
+
+def new_take_folder(root: str | os.PathLike, name: str | None = None) -> Path:
+    """A fresh, empty folder for a take (named by the wall clock unless given)."""
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    base = name or datetime.now().strftime("take-%Y-%m-%d-%H%M%S")
+    folder, n = root / base, 1
+    while folder.exists():
+        n += 1
+        folder = root / f"{base}-{n}"
+    folder.mkdir()
+    return folder
+
+
+def free_bytes(folder: Path) -> int:
+    return shutil.disk_usage(folder).free
