@@ -24,8 +24,9 @@ from vispy.visuals.transforms import ChainTransform, MatrixTransform, NullTransf
 from vispy.visuals.transforms.base_transform import InverseTransform
 
 from studio.avatar.model import AvatarModel
-from studio.avatar.skeleton import NUM_JOINTS
+from studio.avatar.skeleton import JOINT_INDEX, NUM_JOINTS
 from studio.avatar.skinning import Kinematics, batch_rodrigues, vertex_normals
+from studio.cloth import CLOTH_REGIONS, SPRINGS, ClothSim, anchor_points, region_weights
 from studio.frame import FrameState
 
 SKINNING_PATHS = ("gpu", "cpu")
@@ -52,6 +53,11 @@ attribute vec3 a_position;
 attribute vec3 a_normal;
 attribute vec3 a_color;
 attribute vec3 a_material;  // specular, shininess, rim light reach
+attribute vec4 a_cloth;  // how much the vertex follows each cloth spring (hair, shirt, left/right sleeve)
+uniform vec3 u_cloth0;
+uniform vec3 u_cloth1;
+uniform vec3 u_cloth2;
+uniform vec3 u_cloth3;
 $skin_declarations
 varying vec3 v_position;
 varying vec3 v_normal;
@@ -62,6 +68,7 @@ void main() {
     vec3 position = a_position;
     vec3 normal = a_normal;
     $skin_body
+    position += a_cloth.x * u_cloth0 + a_cloth.y * u_cloth1 + a_cloth.z * u_cloth2 + a_cloth.w * u_cloth3;
     v_position = position;
     v_normal = normal;
     v_color = a_color;
@@ -212,6 +219,10 @@ class AvatarMesh:
         # lighting needs them linear, and the fragment shader encodes the lit result back to display gamma.
         self.colors = np.power(np.clip(np.asarray(model.colors(), np.float32)[order], 0.0, 1.0), 2.2)
         self.material = self._materials()[order]
+        cloth = region_weights(model)
+        self.cloth_weights = cloth[order]
+        self.cloth_anchors = np.hstack([anchor_points(model, cloth), np.ones((len(CLOTH_REGIONS), 1))])
+        self.cloth_joints = np.array([JOINT_INDEX[SPRINGS[region].joint] for region in CLOTH_REGIONS])
         self.costs = _FrameCosts()
         self._arkit = np.zeros(expr.shape[2], np.float32)
         self._pose_feature = None
@@ -389,6 +400,9 @@ class AvatarVisual(Visual):
         self._joint_texture: gloo.Texture2D | None = None
         self._light_signature = None
         self._face_groups: list[tuple[gloo.IndexBuffer, bool]] = []
+        self.cloth = ClothSim()
+        self.vertices_drawn = 0  # summed over draws: the work the mesh level of detail changes
+        self.triangles_drawn = 0
         if model is not None:
             self.set_avatar(model)
 
@@ -396,9 +410,9 @@ class AvatarVisual(Visual):
     def costs(self) -> _FrameCosts:
         return self.mesh.costs if self.mesh is not None else _FrameCosts()
 
-    def set_avatar(self, model: AvatarModel, betas: np.ndarray | None = None) -> None:
-        """Replace the avatar (precomputes everything the per-frame path needs)."""
-        self.mesh = mesh = AvatarMesh(model, betas)
+    def set_avatar(self, model: AvatarModel, betas: np.ndarray | None = None, mesh: AvatarMesh | None = None) -> None:
+        """Replace the avatar (precomputes everything the per-frame path needs, unless `mesh` brings it)."""
+        self.mesh = mesh = mesh if mesh is not None else AvatarMesh(model, betas)
         self._positions = gloo.VertexBuffer(mesh.positions)
         self._normals = gloo.VertexBuffer(mesh.normals)
         self._face_groups = [
@@ -411,6 +425,8 @@ class AvatarVisual(Visual):
         program["a_normal"] = self._normals
         program["a_color"] = gloo.VertexBuffer(mesh.colors)
         program["a_material"] = gloo.VertexBuffer(mesh.material)
+        program["a_cloth"] = gloo.VertexBuffer(mesh.cloth_weights)
+        self._set_cloth_offsets(np.zeros((len(CLOTH_REGIONS), 3), np.float32))
         if self.skinning_path == "gpu":
             program["a_joints"] = gloo.VertexBuffer(mesh.joint_indices)
             program["a_weights"] = gloo.VertexBuffer(mesh.joint_weights)
@@ -421,6 +437,25 @@ class AvatarVisual(Visual):
             program["u_joint_count"] = float(NUM_JOINTS)
         self._dirty = True
         self.update()
+
+    def set_cloth(self, regions: tuple[str, ...]) -> None:
+        """Which cloth springs run (none: the cloth is still and costs nothing per frame)."""
+        if tuple(regions) != self.cloth.regions:
+            self.cloth.set_regions(tuple(regions))
+            self._set_cloth_offsets(self.cloth.offsets)
+            self.update()
+
+    def _set_cloth_offsets(self, offsets: np.ndarray) -> None:
+        for index, offset in enumerate(offsets):
+            self.shared_program[f"u_cloth{index}"] = tuple(float(v) for v in offset)
+
+    def _step_cloth(self, rows: np.ndarray, time_s: float) -> None:
+        """Springs follow where the region anchors ride now (their joints' skinning matrices)."""
+        if not self.cloth.regions:
+            return
+        mesh = self.mesh
+        anchors = np.einsum("rij,rj->ri", rows[mesh.cloth_joints], mesh.cloth_anchors)
+        self._set_cloth_offsets(self.cloth.step(time_s, anchors))
 
     def set_state(self, state: FrameState) -> None:
         """Show this frame at the next draw (cheap: the work happens once per drawn frame)."""
@@ -437,6 +472,7 @@ class AvatarVisual(Visual):
         self._dirty = False
         morphed = mesh.morph(state.arkit, state.pose)
         rows = mesh.joint_rows(state.pose, state.transl)
+        self._step_cloth(rows, state.media_time_s)
         if self.skinning_path == "gpu":
             start = time.perf_counter()
             if morphed:
@@ -455,6 +491,8 @@ class AvatarVisual(Visual):
         if not self.visible or self._prepare_draw(view=self) is False:
             return
         self._configure_gl_state()
+        self.vertices_drawn += len(self.mesh.rest)
+        self.triangles_drawn += len(self.mesh.faces)
         for indices, cull in self._face_groups:
             gloo.set_state(cull_face=cull)
             self._program.draw("triangles", indices)

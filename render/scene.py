@@ -146,8 +146,8 @@ class AvatarView:
     def camera(self) -> scene.TurntableCamera:
         return self.view.camera
 
-    def set_avatar(self, model: AvatarModel, betas: np.ndarray | None = None) -> None:
-        self.avatar.set_avatar(model, betas)
+    def set_avatar(self, model: AvatarModel, betas: np.ndarray | None = None, mesh: AvatarMesh | None = None) -> None:
+        self.avatar.set_avatar(model, betas, mesh)
         self._betas = None if betas is None else np.array(betas, np.float32)
         self._cpu_mesh = None
         self._head_box = _head_box(model)
@@ -160,6 +160,10 @@ class AvatarView:
         self.avatar.set_state(state)
         if self.background == "studio":
             self.shadow.set_center(float(state.transl[0]), float(state.transl[2]))
+
+    def set_cloth(self, regions: tuple[str, ...]) -> None:
+        """Which cloth springs run (studio.precision's cloth level)."""
+        self.avatar.set_cloth(regions)
 
     def set_background(self, mode: str) -> None:
         if mode not in BACKGROUNDS:
