@@ -1,7 +1,7 @@
 """Video export: FrameStates rendered offscreen and encoded by the file's suffix, written atomically.
 
 `.mp4`: H.264 with AAC audio. `.mov`: ProRes 4444 with PCM audio and `.webm`: VP9 with Opus audio, both
-keeping the alpha channel when the background is transparent (an MP4 has none: it shows black there).
+keeping the alpha channel when the background is transparent (an MP4 has none: it is refused).
 
 The file is written beside the target under a temporary name and renamed only when complete, so a
 failure midway (a bad frame, a full disk, a crash) never leaves a truncated MP4 at `out_path` and never
@@ -41,11 +41,17 @@ VIDEO_FORMATS = {
 }
 
 
-def video_format(path: str | os.PathLike) -> VideoFormat:
+def video_format(path: str | os.PathLike, background: str | None = None) -> VideoFormat:
+    """The format the file's suffix names; a ValueError for an unknown suffix, and for a transparent background
+    in a format without alpha (it would come out black, silently)."""
     suffix = Path(path).suffix.lower()
     if suffix not in VIDEO_FORMATS:
         raise ValueError(f"cannot write {path}: video files end in {', '.join(VIDEO_FORMATS)}")
-    return VIDEO_FORMATS[suffix]
+    spec = VIDEO_FORMATS[suffix]
+    if background == "transparent" and spec.alpha_pix_fmt is None:
+        keeping = [f"{name} ({kind.codec})" for name, kind in VIDEO_FORMATS.items() if kind.alpha_pix_fmt]
+        raise ValueError(f"{path}: {suffix} cannot keep a transparent background; use {' or '.join(keeping)}")
+    return spec
 
 
 class _StreamedAudio:
@@ -131,8 +137,8 @@ def render_video(
     if not out_path.parent.is_dir():
         raise ValueError(f"cannot write {out_path}: folder {out_path.parent} does not exist")
     checked_audio = _check_audio(audio)
-    spec = video_format(out_path)
-    alpha = background == "transparent" and spec.alpha_pix_fmt is not None
+    spec = video_format(out_path, background)
+    alpha = background == "transparent"
     if avatar is None:
         from studio.avatar.io import default_avatar_path, load_avatar
 

@@ -75,8 +75,10 @@ def build_parser() -> argparse.ArgumentParser:
     selftest = commands.add_parser("selftest", help="render offscreen and check the avatar is drawn and moves")
     selftest.add_argument("--avatar", type=_existing_file, help="avatar file to check instead of the default")
 
-    render = commands.add_parser("render", help="render the avatar to an MP4 file, headless")
-    render.add_argument("--out", required=True, type=_output_file, help="output .mp4 file")
+    render = commands.add_parser("render", help="render the avatar to a video file, headless")
+    render.add_argument("--out", required=True, type=_output_file,
+                        help="output .mp4 (H.264), .mov (ProRes 4444) or .webm (VP9); "
+                             "a transparent background needs .mov or .webm")
     render.add_argument("--audio", type=_existing_file, help="speech audio the avatar says (muxed into the video)")
     render.add_argument("--text", help="a line the avatar speaks through on-device TTS")
     render.add_argument("--cue", type=int, metavar="N", help="speak the default persona's cue line N (from 1)")

@@ -69,9 +69,12 @@ def _speech_frames(args: argparse.Namespace):
 
 def render_command(args: argparse.Namespace) -> int:
     os.environ.setdefault("EGL_PLATFORM", "surfaceless")
+    from render.video import video_format
+
     try:
+        video_format(args.out, args.background)  # before any work: an extension that cannot hold what was asked
         avatar = _avatar(args.avatar)
-    except AvatarFormatError as error:
+    except ValueError as error:  # an AvatarFormatError is a ValueError
         return _fail(str(error))
     from studio.engine.sources import AudioInputError
     from studio.speech.espeak import SpeechError

@@ -41,18 +41,23 @@ def load_avatar(path: str | os.PathLike) -> AvatarModel:
     if path.is_dir():
         raise AvatarFormatError(f"{path}: is a folder; expected an avatar file (.npz or .pkl)")
     suffix = path.suffix.lower()
+    if suffix not in _READERS:
+        raise AvatarFormatError(f"{path}: unsupported file type {suffix or '(none)'!r}; allowed: .npz, .pkl")
+    reader, what = _READERS[suffix]
     try:
-        if suffix == ".npz":
-            arrays = _read_npz(path)
-        elif suffix == ".pkl":
-            arrays = _read_pkl(path)
-        else:
-            raise AvatarFormatError(f"{path}: unsupported file type {suffix or '(none)'!r}; allowed: .npz, .pkl")
+        if suffix == ".npz" and not zipfile.is_zipfile(path):
+            raise zipfile.BadZipFile
+        arrays = reader(path)
     except AvatarFormatError:
         raise
+    except PermissionError:
+        raise AvatarFormatError(f"{path} cannot be read: permission denied") from None
+    except _ForeignClass as error:
+        raise AvatarFormatError(f"{path} is not a valid avatar: {error}") from None
     except (OSError, ValueError, EOFError, zipfile.BadZipFile, pickle.UnpicklingError, AttributeError,
-            ImportError, IndexError, KeyError, TypeError) as error:
-        raise AvatarFormatError(f"{path}: cannot be read as an avatar file ({type(error).__name__}: {error})") from None
+            ImportError, IndexError, KeyError, TypeError):
+        # numpy's and pickle's own texts repeat the path or suggest loading pickles unsafely: say what it is not
+        raise AvatarFormatError(f"{path} is not a valid avatar: {what}") from None
     return _model_from_arrays(arrays, str(path))
 
 
@@ -112,6 +117,10 @@ class _CsrStandIn(_SparseStandIn):
     compressed_axis = 0
 
 
+class _ForeignClass(pickle.UnpicklingError):
+    """A pickle that names a class an avatar never holds (code, not arrays)."""
+
+
 class _SmplxUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str):
         if module.startswith("chumpy"):
@@ -120,7 +129,7 @@ class _SmplxUnpickler(pickle.Unpickler):
             return _CsrStandIn if "csr" in name else _SparseStandIn
         if module.startswith("numpy") or module in ("builtins", "copyreg", "collections", "_codecs"):
             return super().find_class(module, name)
-        raise pickle.UnpicklingError(f"refusing to load class {module}.{name} from an avatar file")
+        raise _ForeignClass(f"refusing to load class {module}.{name} from an avatar file")
 
 
 def _read_pkl(path: Path) -> dict[str, np.ndarray]:
@@ -135,6 +144,12 @@ def _read_pkl(path: Path) -> dict[str, np.ndarray]:
         elif isinstance(value, (list, tuple)) and key in ("kintree_table", "f"):
             arrays[key] = np.asarray(value)
     return arrays
+
+
+_READERS = {
+    ".npz": (_read_npz, "not a NumPy .npz archive (or chumpy .pkl)"),
+    ".pkl": (_read_pkl, "not a pickled SMPL-X model (chumpy .pkl) of arrays"),
+}
 
 
 def _model_from_arrays(arrays: dict[str, np.ndarray], source: str) -> AvatarModel:

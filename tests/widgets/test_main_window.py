@@ -131,7 +131,7 @@ def test_a_bad_avatar_file_keeps_the_current_avatar_and_says_why(open_window, tm
     before = window.avatar
     assert window.open_avatar(bad) is False
     assert window.avatar is before and window.avatar_label.text() == "Avatar: synthetic"
-    assert str(bad) in window.last_error and "cannot be read as an avatar file" in window.last_error
+    assert str(bad) in window.last_error and "is not a valid avatar" in window.last_error
     assert str(bad) in window.statusBar().currentMessage()
     boxes = [w for w in window.findChildren(QMessageBox) if w.isVisible()]
     assert len(boxes) == 1 and not boxes[0].isModal() and str(bad) in boxes[0].text()

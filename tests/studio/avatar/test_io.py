@@ -60,8 +60,21 @@ def test_malformed_files_are_refused_with_the_file_and_the_problem(tmp_path, syn
 def test_garbage_files_are_refused(tmp_path, content):
     path = tmp_path / "garbage.npz"
     path.write_bytes(content)
-    with pytest.raises(AvatarFormatError, match="garbage.npz"):
+    with pytest.raises(AvatarFormatError, match="garbage.npz") as error:
         load_avatar(path)
+    assert str(error.value) == f"{path} is not a valid avatar: not a NumPy .npz archive (or chumpy .pkl)"
+
+
+@pytest.mark.parametrize("suffix", [".npz", ".pkl"])
+def test_random_bytes_say_what_the_file_is_not_and_never_suggest_unsafe_loading(tmp_path, suffix):
+    path = tmp_path / f"random{suffix}"
+    path.write_bytes(np.random.default_rng(6).bytes(4096))
+    with pytest.raises(AvatarFormatError) as error:
+        load_avatar(path)
+    message = str(error.value)
+    assert message.startswith(f"{path} is not a valid avatar: not a ")
+    assert message.count(str(path)) == 1
+    assert "pickle=" not in message and "pickle.load" not in message and "trust" not in message
 
 
 def test_missing_file_and_wrong_type(tmp_path):
