@@ -186,10 +186,13 @@ class ExpressionMixer:
 
 
 def default_hotkeys(persona: Persona) -> dict[str, str]:
-    """The persona's bindings, else its first nine expressions on keys 1..9."""
-    if persona.hotkeys:
-        return dict(persona.hotkeys)
-    return {name: str(i + 1) for i, name in enumerate(list(persona.expressions)[:9])}
+    """The persona's bindings, and each expression without one on the first free key of 1..9."""
+    bindings = dict(persona.hotkeys)
+    free = [str(k) for k in range(1, 10) if str(k) not in {v.strip() for v in bindings.values()}]
+    for name in persona.expressions:
+        if name not in bindings and free:
+            bindings[name] = free.pop(0)
+    return bindings
 
 
 class ExpressionEditor:
@@ -230,13 +233,15 @@ class ExpressionEditor:
         return [name, other] if self.mirror and other != name else [name]
 
     # ---- editing
-    def set_weights(self, values: dict[str, float]) -> None:
-        """Set slider weights (0..1), mirrored when mirror is on; one `changed` for all of them."""
+    def set_weights(self, values: dict[str, float], mirror: bool | None = None) -> None:
+        """Set slider weights (0..1), mirrored when mirror is on (or as `mirror` says); one `changed` for all."""
         touched = []
+        mirror = self.mirror if mirror is None else mirror
         for name, value in values.items():
             if name not in ARKIT_INDEX:
                 raise PresetError(f"unknown ARKit shape {name!r}")
-            for target in self.partners(name):
+            other = mirror_name(name)
+            for target in ([name, other] if mirror and other != name else [name]):
                 self.weights[ARKIT_INDEX[target]] = min(1.0, max(0.0, float(value)))
                 touched.append(target)
         self._push()

@@ -69,12 +69,15 @@ class HotkeyMap:
             self.changed.emit()
         return key
 
+    def set_bindings(self, bindings: dict[str, str]) -> None:
+        """Replace the expression bindings (operator actions keep theirs); all or nothing."""
+        candidate = HotkeyMap(bindings, self.reserved)
+        for action, key in self._keys.items():
+            if action in OPERATOR_ACTIONS and key != candidate._keys.get(action):
+                candidate.bind(action, key, notify=False)
+        self._keys = candidate._keys
+        self.changed.emit()
+
     def unbind(self, action: str) -> None:
         if self._keys.pop(action, None) is not None:
             self.changed.emit()
-
-    def rename_actions(self, keep: set[str]) -> None:
-        """Drop expression bindings whose expression no longer exists."""
-        for action in [a for a in self._keys if a not in OPERATOR_ACTIONS and a not in keep]:
-            del self._keys[action]
-        self.changed.emit()

@@ -39,10 +39,11 @@ from studio.animation import IdleAnimator  # noqa: E402
 from studio.avatar.io import load_avatar, load_avatar_or_default  # noqa: E402
 from studio.avatar.model import AvatarFormatError, AvatarModel  # noqa: E402
 from studio.frame import FrameState  # noqa: E402
-from studio.presets import Persona, PresetError, Voice, persona_by_name, preset_by_name
+from studio.presets import Persona, Preset, PresetError, Voice, persona_by_name, preset_by_name
 from widgets.inspector import InspectorPanel, monospace_font  # noqa: E402
 from widgets.latency_dock import LatencyPanel  # noqa: E402
 from widgets.models import DEFAULT_LATENCY_TARGET_MS, EngineController, FpsMeter, InspectorModel, LatencyModel  # noqa: E402
+from widgets.panels.studio_panels import StudioPanels  # noqa: E402
 from widgets.settings import LayoutError, WindowLayout, default_layout_path, load_layout, save_layout  # noqa: E402
 from widgets.viewport import Viewport  # noqa: E402
 
@@ -147,6 +148,7 @@ class MainWindow(QMainWindow):
         show_dialogs: bool = True,
         persist_layout: bool = True,
         persona: Persona | None = None,
+        preset: Preset | None = None,
     ) -> None:
         super().__init__()
         self.setWindowTitle(f"Avatar Studio {studio.__version__}")
@@ -181,6 +183,7 @@ class MainWindow(QMainWindow):
 
         self._build_status_bar()
         self._build_menus()
+        self.panels = StudioPanels(self, preset)
         self.engine.state_changed.connect(self._on_engine_state)
         self._update_avatar_label()
         self._on_engine_state(self.engine.state)
@@ -287,12 +290,15 @@ class MainWindow(QMainWindow):
     def present(self) -> None:
         """Show the newest frame: the engine's if it has one for now, else the idle animation."""
         state = self.engine.latest_frame()
-        self.present_frame(state if state is not None else self.idle.frame_at(self.presentation_time_s()))
+        if state is None:
+            state = self.panels.filter_idle(self.idle.frame_at(self.presentation_time_s()))
+        self.present_frame(state)
 
     def present_frame(self, state: FrameState) -> None:
         self.current_frame = state
         self.viewport.set_frame(state)
         self.inspector_model.set_frame(state)
+        self.panels.present(state)
 
     def _on_drawn(self, time_s: float, render_ms: float) -> None:
         self.fps_meter.tick(time_s)
@@ -457,6 +463,7 @@ class MainWindow(QMainWindow):
                 self.save_layout()
         except OSError as error:
             print(f"avatar-studio: could not save the window layout to {self.layout_path}: {error}", file=sys.stderr)
+        self.panels.close()
         self.engine.shutdown()
         for box in list(self._message_boxes):
             box.close()
@@ -517,7 +524,7 @@ def run_gui(avatar_path: str | None, preset: str | None = None, persona: str = "
     loaded_preset, preset_problem = _load_preset(preset or loaded_persona.default_preset)
     target_ms = loaded_preset.render.latency_target_ms if loaded_preset is not None else DEFAULT_LATENCY_TARGET_MS
     window = MainWindow(avatar, engine=EngineController(_engine_factory(loaded_preset, loaded_persona)),
-                        latency_target_ms=target_ms, persona=loaded_persona)
+                        latency_target_ms=target_ms, persona=loaded_persona, preset=loaded_preset)
     window.show()
     for problem in (persona_problem, preset_problem, avatar_problem):
         if problem:

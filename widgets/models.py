@@ -327,6 +327,9 @@ class EngineController:
         self.unavailable_reason: str | None = None
         self.state_changed = Event()
         self._source = None
+        self.expression = None  # the expression stage every engine built here uses (the panels' mixer)
+        self.plan = None  # the module plan switched to since start-up (preset panel)
+        self.style = None  # the persona's motion style switched to since start-up
 
     @property
     def running(self) -> bool:
@@ -352,7 +355,35 @@ class EngineController:
             self._set_state(self._idle_state())
             return None
         self.engine, self.unavailable_reason = engine, None
+        self._configure(engine)
         return engine
+
+    def _configure(self, engine) -> None:
+        if self.expression is not None:
+            engine.expression = self.expression
+        if self.plan is not None:
+            engine.set_plan(self.plan)
+        if self.style is not None:
+            engine.set_style(self.style)
+
+    def configure(self, expression=None, plan=None, style=None) -> None:
+        """Use this expression stage, module plan or motion style now and in every engine built later."""
+        self.expression = expression or self.expression
+        self.plan = plan or self.plan
+        self.style = style or self.style
+        if self.engine is not None:
+            self._configure(self.engine)
+
+    def speak_clip(self, clip, description: str = "resumed line") -> bool:
+        """Play an already synthesized SpeechClip (the rest of a paused line)."""
+        from studio.cues import ClipSource
+
+        return self._start(description, lambda _sources: ClipSource(clip, description))
+
+    @property
+    def source(self):
+        """The source speaking now (None when idle)."""
+        return self._source
 
     def _start(self, description: str, make_source: Callable[[object], object]) -> bool:
         engine = self._ensure_engine()

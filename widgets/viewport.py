@@ -65,8 +65,8 @@ class Viewport(QWidget):
         self.canvas.update()
         self._upload_ms = (time.perf_counter() - started) * 1000.0
 
-    def set_avatar(self, model: AvatarModel) -> None:
-        self.view.set_avatar(model)
+    def set_avatar(self, model: AvatarModel, betas=None) -> None:
+        self.view.set_avatar(model, betas)
         self.avatar = model
         self.canvas.update()
 

@@ -1,8 +1,9 @@
 """A persona's look on an avatar: colours for skin, lips, hair, brows, eyes and clothing.
 
 Colours are applied as a tint that keeps the avatar's own shading detail (lip border, cheek
-warmth, hair strands): each part's vertex colours are scaled so that their mean becomes the
-persona's colour. Eyes tint the iris only, never the white.
+warmth, hair strands, a hem): each vertex takes the persona's colour scaled by how light it was
+against its part's mean, so the part's mean becomes the persona's colour and a darker seam stays a
+darker shade of the new colour instead of swinging to another hue. Eyes tint the iris only.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ PART_GROUPS: dict[str, tuple[str, ...]] = {
     "trousers": ("trousers",),
     "shoes": ("shoes",),
 }
+_LUMA = np.array([0.299, 0.587, 0.114], np.float32)
 _WHITE_MIN_CHANNEL = 0.7  # eye vertices with every channel above this are the white: left alone
 
 
@@ -54,6 +56,7 @@ def with_colors(model: AvatarModel, colors: Mapping[str, tuple[float, float, flo
         mask = _mask(model, part, base)
         if not mask.any():
             continue
-        mean = np.maximum(base[mask].mean(axis=0), 1e-3)
-        out[mask] = np.clip(base[mask] * (np.asarray(rgb, np.float32) / mean), 0.0, 1.0)
+        luma = base[mask] @ _LUMA
+        relative = luma / max(float(luma.mean()), 1e-3)
+        out[mask] = np.clip(relative[:, None] * np.asarray(rgb, np.float32)[None, :], 0.0, 1.0)
     return dataclasses.replace(model, vertex_colors=out.astype(np.float32))

@@ -76,6 +76,7 @@ class SpeakerOutput:
         self.sample_rate: int | None = None
         self.channels = 0
         self.error: str | None = None
+        self.muted = False  # operator mute: the device plays silence while clips still advance
         self._stream = None
         self._lock = threading.Lock()  # open/close/fail (never taken by the callback)
         self._queued: SpeakerClip | None = None  # what the control side wants playing
@@ -222,6 +223,8 @@ class SpeakerOutput:
                 current.underflows += 1
             offset = self._copy(current, outdata, offset, frames, dac)
         outdata[offset:] = 0.0
+        if self.muted:
+            outdata[:] = 0.0
 
     def _copy(self, clip: SpeakerClip, outdata, offset: int, frames: int, dac: float) -> int:
         position = clip.handed

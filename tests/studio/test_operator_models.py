@@ -48,3 +48,29 @@ def test_remaining_clip_shifts_the_phonemes():
     clip = SpeechClip(np.arange(22050, dtype=np.float32), 22050, (Phoneme("h", 0.0, 0.4), Phoneme("@", 0.4, 1.0)), "hi")
     rest = remaining_clip(clip, 0.5)
     assert len(rest.audio) == 22050 - 11025 and rest.phonemes == (Phoneme("@", 0.0, 0.5),)
+
+
+def test_cost_table_round_trips_and_names_the_module_to_lower(tmp_path):
+    from studio.costs import load_cost_table, module_to_lower, save_cost_table, verdict
+    from studio.presets import Modules, Preset
+
+    table = {"face": {"high": 1.2, "medium": 0.5, "low": 0.4}, "hands": {"high": 0.3, "medium": 0.2, "low": 0.1},
+             "body": {"high": 0.9, "medium": 0.6, "low": 0.3}, "cloth": {"high": 0.2, "medium": 0.1, "low": 0.1}}
+    path = save_cost_table(table, tmp_path / "costs.json")
+    assert load_cost_table(path) == table
+    modules = Modules(face="high", hands="medium", body="medium", cloth="low")
+    assert module_to_lower(table, modules) == ("face", "medium", pytest.approx(0.7))
+    preset = Preset(name="p", modules=modules)
+    ok, line = verdict(table, preset, 80.0)
+    assert not ok and "lower face to medium" in line and "80.0 ms > 50 ms" in line
+    assert verdict(table, preset, 20.0)[0]
+    (tmp_path / "bad.json").write_text("{")
+    assert load_cost_table(tmp_path / "bad.json") is None
+
+
+def test_each_module_level_is_measured():
+    from studio.costs import MODULES, measure_module_costs
+
+    table = measure_module_costs(seconds=0.5, rounds=1)
+    assert set(table) == set(MODULES) and all(set(row) == {"high", "medium", "low"} for row in table.values())
+    assert all(cost > 0 for row in table.values() for cost in row.values())

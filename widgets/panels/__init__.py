@@ -1,0 +1,1 @@
+"""Operator and designer panels: persona, preset, expression editor, operator controls, clean output window."""

@@ -1,0 +1,49 @@
+"""Small pieces the panels share: section headers, the error line, blocked widget updates."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from PySide6.QtCore import QSignalBlocker
+from PySide6.QtWidgets import QLabel, QWidget
+
+
+def section(text: str) -> QLabel:
+    label = QLabel(text)
+    label.setObjectName("sectionHeader")
+    return label
+
+
+class MessageLine(QLabel):
+    """One line under a panel: red for a refused edit, grey for information; `text()` is what tests read."""
+
+    def __init__(self) -> None:
+        super().__init__("")
+        self.setWordWrap(True)
+        self.setVisible(False)
+
+    def error(self, text: str) -> None:
+        self.setStyleSheet("color: #ff8a80;")
+        self.setText(text)
+        self.setVisible(bool(text))
+
+    def info(self, text: str) -> None:
+        self.setStyleSheet("color: #8b8f98;")
+        self.setText(text)
+        self.setVisible(bool(text))
+
+    def clear_message(self) -> None:
+        self.setText("")
+        self.setVisible(False)
+
+
+@contextmanager
+def blocked(*widgets: QWidget) -> Iterator[None]:
+    """Update widgets from the model without their signals echoing the value back into it."""
+    blockers = [QSignalBlocker(w) for w in widgets]
+    try:
+        yield
+    finally:
+        for blocker in blockers:
+            blocker.unblock()

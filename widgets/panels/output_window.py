@@ -1,0 +1,89 @@
+"""The clean output window: the avatar alone, borderless, at the preset's resolution, on chroma or transparent.
+
+Streaming and meeting software capture it as a window. It holds its own canvas (a second GL surface),
+but no engine and no animation of its own: the main window hands it every FrameState it presents, so
+both show the same instant and the output costs at most one extra render per presented frame.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import QVBoxLayout, QWidget
+from vispy import scene
+
+from render.scene import AvatarView
+from studio.avatar.model import AvatarModel
+from studio.frame import FrameState
+
+OUTPUT_BACKGROUNDS = ("chroma", "transparent")
+
+
+class OutputWindow(QWidget):
+    """No title bar, no menus, no docks: only the avatar. `set_frame` is cheap; drawing waits for Qt's paint."""
+
+    def __init__(self, avatar: AvatarModel, size: tuple[int, int] = (1280, 720), background: str = "chroma",
+                 betas=None) -> None:
+        super().__init__(None, Qt.WindowType.Window | Qt.WindowType.FramelessWindowHint)
+        self.setWindowTitle("Avatar Studio — Output")
+        self.setAttribute(Qt.WidgetAttribute.WA_TranslucentBackground, True)
+        self.setAttribute(Qt.WidgetAttribute.WA_NoSystemBackground, True)
+        self.canvas = scene.SceneCanvas(app="pyside6", keys=None, show=False, parent=self)
+        self.view = AvatarView(self.canvas, avatar, background="chroma", camera="body")
+        if betas is not None:
+            self.view.set_avatar(avatar, betas)
+        self.draw_count = 0
+        self.canvas.events.draw.connect(self._on_draw, position="last")
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.canvas.native)
+        self.set_background(background)
+        self.set_output_size(*size)
+
+    def _on_draw(self, _event) -> None:
+        self.draw_count += 1
+
+    def set_output_size(self, width: int, height: int) -> None:
+        """The fixed capture size (the preset's resolution), shrunk to fit the screen it is on if larger."""
+        screen = self.screen() or QGuiApplication.primaryScreen()
+        if screen is not None:
+            available = screen.availableGeometry()
+            scale = min(1.0, available.width() / width, available.height() / height)
+            width, height = max(1, int(width * scale)), max(1, int(height * scale))
+        self.setFixedSize(width, height)
+
+    @property
+    def background(self) -> str:
+        return self.view.background
+
+    def set_background(self, mode: str) -> None:
+        if mode not in OUTPUT_BACKGROUNDS:
+            raise ValueError(f"output background {mode!r} is not allowed; allowed: {', '.join(OUTPUT_BACKGROUNDS)}")
+        self.view.set_background(mode)
+
+    def set_avatar(self, avatar: AvatarModel, betas=None) -> None:
+        self.view.set_avatar(avatar, betas)
+        self.canvas.update()
+
+    def set_frame(self, state: FrameState) -> None:
+        self.view.set_frame(state)
+        if self.isVisible():
+            self.canvas.update()
+
+    def frame_head(self) -> None:
+        self.view.frame_head()
+
+    def frame_body(self) -> None:
+        self.view.frame_body()
+
+    def move_to_screen(self, index: int) -> None:
+        """Put the window on another screen (top-left corner)."""
+        screens = QGuiApplication.screens()
+        if not 0 <= index < len(screens):
+            raise ValueError(f"screen {index} does not exist; screens 0..{len(screens) - 1}")
+        self.move(screens[index].geometry().topLeft())
+
+    def render_image(self) -> np.ndarray:
+        """What the window shows, as RGBA (H, W, 4) uint8, drawn now."""
+        return self.canvas.render(alpha=True)
