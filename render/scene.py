@@ -106,6 +106,36 @@ class _FloorShadowVisual(Visual):
         return None
 
 
+class ZoomToCursorCamera(scene.TurntableCamera):
+    """A turntable camera whose mouse wheel zooms toward the point under the cursor.
+
+    vispy's own wheel zoom scales about the camera centre, which for the whole body is the hips:
+    zooming in on the face then pushed the face out of the top of the view.
+    """
+
+    def viewbox_mouse_event(self, event) -> None:
+        if event.type == "mouse_wheel" and event.pos is not None:
+            self.zoom_about(1.1 ** -event.delta[1], event.pos[:2])
+            event.handled = True
+            return
+        super().viewbox_mouse_event(event)
+
+    def zoom_about(self, factor: float, viewbox_pos) -> None:
+        """Scale the view by `factor` (< 1 zooms in) keeping the scene point under `viewbox_pos` where it is."""
+        anchor = self.point_under(viewbox_pos)
+        center = np.asarray(self.center, np.float64)
+        self.scale_factor = self.scale_factor * float(factor)
+        self.center = tuple(anchor + (center - anchor) * float(factor))
+
+    def point_under(self, viewbox_pos) -> np.ndarray:
+        """The scene point under a viewbox pixel, on the plane through the centre facing the camera."""
+        transform = self._viewbox.scene.transform
+        depth = transform.map(np.append(np.asarray(self.center, np.float64), 1.0))
+        pixel = np.array([viewbox_pos[0], viewbox_pos[1], depth[2] / depth[3], 1.0])
+        point = transform.imap(pixel)
+        return point[:3] / point[3]
+
+
 _Gradient = scene.visuals.create_visual_node(_GradientVisual)
 _FloorShadow = scene.visuals.create_visual_node(_FloorShadowVisual)
 
@@ -123,7 +153,7 @@ class AvatarView:
     ) -> None:
         self.canvas = canvas
         self.view = canvas.central_widget.add_view()
-        self.view.camera = scene.TurntableCamera(
+        self.view.camera = ZoomToCursorCamera(
             up="+y", fov=_FOV_DEG, azimuth=_FRONT_AZIMUTH, elevation=0.0, distance=None
         )
         self.view.camera.depth_value = _DEPTH_RANGE
@@ -137,13 +167,14 @@ class AvatarView:
         self._state = FrameState()
         self._betas: np.ndarray | None = None
         self._cpu_mesh: AvatarMesh | None = None
+        self._zoom_target: np.ndarray | None = None
         self.set_background(background)
         if avatar is not None:
             self.set_avatar(avatar)
         self._frame(camera)
 
     @property
-    def camera(self) -> scene.TurntableCamera:
+    def camera(self) -> ZoomToCursorCamera:
         return self.view.camera
 
     def set_avatar(self, model: AvatarModel, betas: np.ndarray | None = None, mesh: AvatarMesh | None = None) -> None:
@@ -196,9 +227,10 @@ class AvatarView:
         camera = self.camera
         camera.azimuth = _FRONT_AZIMUTH
         camera.elevation = 0.0
+        low, high = self._head_box
+        self._zoom_target = (low + high) / 2  # the face: what a zoom without a cursor closes in on
         if framing == "head":
-            low, high = self._head_box
-            camera.center = tuple(float(v) for v in (low + high) / 2)
+            camera.center = tuple(float(v) for v in self._zoom_target)
             camera.scale_factor = float(high[1] - low[1]) * 1.45
         else:
             low, high = self._vertical_range
@@ -210,9 +242,18 @@ class AvatarView:
         """Turn the camera around the avatar by these angles (degrees)."""
         self.camera.orbit(azimuth_deg, elevation_deg)
 
-    def zoom(self, factor: float) -> None:
-        """Zoom in (factor < 1) or out (factor > 1)."""
-        self.camera.scale_factor = self.camera.scale_factor * float(factor)
+    def zoom(self, factor: float, canvas_pos: tuple[float, float] | None = None) -> None:
+        """Zoom in (factor < 1) or out (factor > 1) toward the canvas pixel `canvas_pos`, or else toward the face."""
+        camera = self.camera
+        if canvas_pos is not None:
+            offset = self.view.pos
+            camera.zoom_about(factor, (canvas_pos[0] - offset[0], canvas_pos[1] - offset[1]))
+            return
+        target = self._zoom_target
+        center = np.asarray(camera.center, np.float64)
+        camera.scale_factor = camera.scale_factor * float(factor)
+        if target is not None:
+            camera.center = tuple(target + (center - target) * float(factor))
 
     def project(self, points: np.ndarray) -> np.ndarray:
         """Canvas pixel coordinates (N, 2), x right and y down, of avatar-space points (N, 3)."""

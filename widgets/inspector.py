@@ -123,6 +123,9 @@ class InspectorPanel(QWidget):
         scroll.setWidgetResizable(True)
         scroll.setFrameShape(QFrame.Shape.NoFrame)
         scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        # The dock may not squeeze the names and numbers: without this it shrank to ~60 px with the
+        # window and stayed there when the window grew back, every label cut off.
+        scroll.setMinimumWidth(content.minimumSizeHint().width() + scroll.verticalScrollBar().sizeHint().width())
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(scroll)
@@ -169,6 +172,10 @@ class InspectorPanel(QWidget):
         if self._shown_text.get(key) != text:
             self._shown_text[key] = text
             label.setText(text)
+
+    def name_labels(self) -> list[QLabel]:
+        """The blendshape name labels, top to bottom (to check that none is cut off)."""
+        return [label for label in self.findChildren(QLabel) if label.objectName() == "weightName"]
 
     def row_count(self) -> int:
         """Number of blendshape rows (52)."""

@@ -30,6 +30,11 @@ _BACKGROUND = "#1e1f22"
 _AXIS = "#8b8f98"
 
 
+def _cpu_ticks(top: float) -> list[list[tuple[float, str]]]:
+    step = 50.0 if top <= 100.0 else 100.0
+    return [[(value, f"{value:.0f}") for value in np.arange(0.0, top + 1.0, step)]]
+
+
 def underrun_text(model: LatencyModel) -> str:
     """'Audio underruns N' (plus alsa-lib's xrun count when it differs), '—' before an engine reports."""
     if model.output_underruns is None:
@@ -89,11 +94,12 @@ class LatencyPanel(QWidget):
         cpu_plot.setDownsampling(auto=True, mode="peak")
         cpu_plot.setXRange(-self.model.window_s, 0.0, padding=0)
         cpu_plot.setYRange(0, 100, padding=0)
+        self._cpu_top = 100.0
         cpu_plot.setMouseEnabled(x=False, y=False)
         cpu_plot.setMenuEnabled(False)
         cpu_plot.hideAxis("bottom")
         cpu_plot.setLabel("left", "CPU %")
-        cpu_plot.getAxis("left").setTicks([[(0, "0"), (50, "50"), (100, "100")]])
+        cpu_plot.getAxis("left").setTicks(_cpu_ticks(100.0))
         cpu_plot.getAxis("left").setWidth(plot.getAxis("left").width())
         self.cpu_curve = cpu_plot.plot([], [], pen=pg.mkPen("#9cdcfe", width=1), fillLevel=0, brush=(156, 220, 254, 40))
 
@@ -170,6 +176,7 @@ class LatencyPanel(QWidget):
             self.cpu_curve.setData(cpu[:, 0] - newest, cpu[:, 1])
         else:
             self.cpu_curve.setData([], [])
+        self._fit_cpu(model)
         for stage, cells in self.stat_labels.items():
             stats = model.stats.get(stage)
             values = ("—", "—", "—") if stats is None else (
@@ -189,6 +196,21 @@ class LatencyPanel(QWidget):
         if abs(top - self._y_top) > 0.05 * self._y_top:
             self._y_top = top
             self.plot_widget.getPlotItem().setYRange(0.0, top, padding=0)
+
+    def _fit_cpu(self, model: LatencyModel) -> None:
+        """0-100 % for one core; above that (several busy cores) the range grows in 100 % steps with the load."""
+        highest = max((value for _, value in model.cpu), default=0.0)
+        top = max(100.0, float(np.ceil(highest / 100.0)) * 100.0)
+        if top != self._cpu_top:
+            self._cpu_top = top
+            plot = self.cpu_widget.getPlotItem()
+            plot.setYRange(0, top, padding=0)
+            plot.getAxis("left").setTicks(_cpu_ticks(top))
+
+    def cpu_range(self) -> tuple[float, float]:
+        """The CPU plot's visible value range (%)."""
+        low, high = self.cpu_widget.getPlotItem().viewRange()[1]
+        return float(low), float(high)
 
     def _set_text(self, label: QLabel, text: str) -> None:
         if self._shown_text.get(label) != text:

@@ -42,15 +42,17 @@ from studio.frame import FrameState  # noqa: E402
 from studio.presets import Persona, Preset, PresetError, Voice, persona_by_name, preset_by_name
 from widgets.inspector import InspectorPanel, monospace_font  # noqa: E402
 from widgets.latency_dock import LatencyPanel  # noqa: E402
+from widgets.level_meter import LevelMeter  # noqa: E402
 from widgets.models import DEFAULT_LATENCY_TARGET_MS, EngineController, FpsMeter, InspectorModel, LatencyModel  # noqa: E402
 from widgets.panels.studio_panels import StudioPanels  # noqa: E402
 from widgets.settings import LayoutError, WindowLayout, default_layout_path, load_layout, save_layout  # noqa: E402
-from widgets.viewport import Viewport  # noqa: E402
+from widgets.viewport import CAMERA_FRAMINGS, Viewport  # noqa: E402
 
 PRESENT_INTERVAL_MS = 16
 STATUS_INTERVAL_MS = 500
 TELEMETRY_INTERVAL_MS = 100
 DEFAULT_SIZE = (1440, 900)
+MINIMUM_SIZE = (960, 640)  # the viewport, the Inspector's names and numbers and the Latency table all still fit
 BACKGROUND_LABELS = {"studio": "Studio", "chroma": "Chroma green", "transparent": "Transparent"}
 ESPEAK_VOICES = ("en-us", "en-gb", "en-gb-scotland", "en-us+f3", "en-us+m3", "de", "fr-fr", "es")
 
@@ -176,6 +178,7 @@ class MainWindow(QMainWindow):
         self.latency = LatencyPanel(self.latency_model)
         self.inspector_dock = self._add_dock("Inspector", "inspectorDock", self.inspector, Qt.DockWidgetArea.RightDockWidgetArea)
         self.latency_dock = self._add_dock("Latency", "latencyDock", self.latency, Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.setMinimumSize(*MINIMUM_SIZE)
         self.resize(*DEFAULT_SIZE)
         self.resizeDocks([self.inspector_dock], [340], Qt.Orientation.Horizontal)
         self.resizeDocks([self.latency_dock], [250], Qt.Orientation.Vertical)
@@ -225,6 +228,9 @@ class MainWindow(QMainWindow):
         self.fps_label.setMinimumWidth(80)
         self.avatar_label = QLabel("")
         self.source_label = QLabel("")
+        self.input_label = QLabel("Input: off")
+        self.input_label.setToolTip("The microphone being listened to")
+        self.input_meter = LevelMeter()
         self.underrun_label = QLabel("")
         self.underrun_label.setStyleSheet("color: #e5c07b")
         self.underrun_label.setToolTip("The speaker ran dry this often: each is a dropout in the sound")
@@ -232,6 +238,8 @@ class MainWindow(QMainWindow):
         bar = self.statusBar()
         bar.addPermanentWidget(self.underrun_label)
         bar.addPermanentWidget(self.source_label)
+        bar.addPermanentWidget(self.input_label)
+        bar.addPermanentWidget(self.input_meter)
         bar.addPermanentWidget(self.avatar_label)
         bar.addPermanentWidget(self.fps_label)
 
@@ -271,7 +279,8 @@ class MainWindow(QMainWindow):
         self._action(view_menu, "&Reset Layout", self.reset_layout)
 
         speech_menu = bar.addMenu("&Speech")
-        self._action(speech_menu, "&Microphone", lambda: self.start_microphone(), "Ctrl+M")
+        self.microphone_action = self._action(speech_menu, "&Microphone", self._toggle_microphone, "Ctrl+M")
+        self.microphone_action.setCheckable(True)
         self.microphone_menu = speech_menu.addMenu("Microphone &Device")
         self.microphone_menu.aboutToShow.connect(self.fill_microphone_menu)
         self._action(speech_menu, "Play Audio &File…", self._choose_audio_file, "Ctrl+Shift+O")
@@ -316,6 +325,7 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage(f"Telemetry unavailable: {error}", 5000)
         cpu_pct = None if snapshot is not None else self._process.cpu_percent(interval=None)
         self.latency_model.update(time.monotonic(), snapshot, cpu_pct)
+        self._update_input()
         underruns = self.latency_model.output_underruns
         if underruns:
             self.underrun_label.setText(f"{underruns} audio underrun{'s' if underruns != 1 else ''}")
@@ -348,7 +358,26 @@ class MainWindow(QMainWindow):
         self.background_actions[mode].setChecked(True)
 
     def start_microphone(self, device: int | str | None = None) -> bool:
-        return self.engine.start_microphone(device)
+        started = self.engine.start_microphone(device)
+        self.microphone_action.setChecked(self.engine.microphone() is not None)
+        self._update_input()
+        return started
+
+    def _toggle_microphone(self, checked: bool) -> None:
+        if checked:
+            self.start_microphone()
+        else:
+            self.stop_speech()
+
+    def _update_input(self) -> None:
+        """Status bar: the microphone being listened to and its level (the loudest sample since the last look)."""
+        microphone = self.engine.microphone()
+        if microphone is None:
+            self.input_label.setText("Input: off")
+            self.input_meter.set_level(None)
+            return
+        self.input_label.setText(f"Input: {readable_device_name(microphone.device_name)}")
+        self.input_meter.set_level(microphone.take_peak())
 
     def fill_microphone_menu(self) -> None:
         """List the input devices each time the menu opens: devices come and go while the studio runs."""
@@ -362,13 +391,25 @@ class MainWindow(QMainWindow):
             return
         if not devices:
             self.microphone_menu.addAction("No input device found").setEnabled(False)
+        microphone = self.engine.microphone()
+        current = microphone.device_index if microphone is not None else None
+        default = _default_input_index()
+        group = QActionGroup(self.microphone_menu)
         for index, name in devices:
-            self._action(self.microphone_menu, f"{index}: {name}", lambda _checked=False, i=index: self.start_microphone(i))
+            label = readable_device_name(name) + (" (default)" if index == default else "")
+            action = self._action(self.microphone_menu, label, lambda _checked=False, i=index: self.start_microphone(i))
+            action.setCheckable(True)
+            action.setChecked(index == current)
+            action.setToolTip(f"PortAudio device {index}: {name}")
+            group.addAction(action)
 
     def play_audio_file(self, path: str) -> bool:
         return self.engine.play_file(path)
 
     def speak_text(self, text: str, voice: str = "en-us", rate_wpm: int = 165, pitch: int = 50) -> bool:
+        if not text.strip():  # said once, here; the engine is not involved
+            self.statusBar().showMessage("Nothing to speak: the text is empty", 8000)
+            return False
         return self.engine.speak_text(text, voice, rate_wpm, pitch)
 
     def stop_speech(self) -> None:
@@ -376,6 +417,7 @@ class MainWindow(QMainWindow):
 
     def _on_engine_state(self, state: str) -> None:
         self.source_label.setText(f"Source: {state}")
+        self.microphone_action.setChecked(state.startswith("microphone"))
         if state.startswith("idle — "):
             self.statusBar().showMessage(state[len("idle — "):], 8000)
 
@@ -438,11 +480,14 @@ class MainWindow(QMainWindow):
         background = layout.options.get("background")
         if background in BACKGROUND_LABELS:
             self.set_background(background)
+        if layout.options.get("framing") in CAMERA_FRAMINGS:
+            self.viewport.set_framing(layout.options["framing"])
         return True
 
     def save_layout(self) -> Path:
         layout = WindowLayout(
-            bytes(self.saveGeometry().data()), bytes(self.saveState().data()), {"background": self.viewport.background}
+            bytes(self.saveGeometry().data()), bytes(self.saveState().data()),
+            {"background": self.viewport.background, "framing": self.viewport.framing},
         )
         path = save_layout(layout, self.layout_path, keep_bad_copy=self._layout_file_bad)
         self._layout_file_bad = False
@@ -468,6 +513,30 @@ class MainWindow(QMainWindow):
         for box in list(self._message_boxes):
             box.close()
         super().closeEvent(event)
+
+
+_DEVICE_NAMES = {
+    "default": "System default",
+    "sysdefault": "System default (ALSA)",
+    "pulse": "PulseAudio sound server",
+    "pipewire": "PipeWire sound server",
+    "jack": "JACK sound server",
+}
+
+
+def readable_device_name(name: str) -> str:
+    """A device name a person recognises: ALSA's pseudo devices ("pulse", "default") spelled out."""
+    return _DEVICE_NAMES.get(name.strip().lower(), name.strip())
+
+
+def _default_input_index() -> int | None:
+    try:
+        import sounddevice
+
+        index = sounddevice.default.device[0]
+    except Exception:  # noqa: BLE001 - PortAudio missing: no default to mark
+        return None
+    return int(index) if index is not None and index >= 0 else None
 
 
 def _load_persona(name: str):

@@ -32,10 +32,11 @@ ARKIT_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Brows · cheeks · nose · tongue", tuple(n for n in ARKIT_NAMES if n.startswith(("brow", "cheek", "nose", "tongue")))),
 )
 
+# No "Jaw" row: the jaw opens through the jawOpen blendshape (shown under Jaw weights), never through
+# the jaw joint, so a joint row read +0.0 while the mouth stood open.
 INSPECTED_JOINTS: tuple[tuple[str, str], ...] = (
     ("Head", "head"),
     ("Neck", "neck"),
-    ("Jaw", "jaw"),
     ("Left eye", "left_eye_smplhf"),
     ("Right eye", "right_eye_smplhf"),
     ("Spine 1", "spine1"),
@@ -438,6 +439,11 @@ class EngineController:
             self._source = None
             self._set_state(self._idle_state())
         return self.state
+
+    def microphone(self):
+        """The microphone source being listened to, or None (another source, or none)."""
+        source = self._source
+        return source if source is not None and isinstance(source, _sources_module().MicrophoneSource) else None
 
     def latest_frame(self) -> FrameState | None:
         """The engine's frame for the media time being heard now, or None (never waits)."""

@@ -20,7 +20,7 @@ from PySide6.QtWidgets import QVBoxLayout, QWidget
 from vispy import scene
 from vispy.gloo import gl
 
-from render.scene import BACKGROUNDS, AvatarView
+from render.scene import BACKGROUNDS, CAMERA_FRAMINGS, AvatarView
 from studio.avatar.model import AvatarModel
 from studio.frame import FrameState
 from widgets.models import Event
@@ -84,6 +84,19 @@ class Viewport(QWidget):
 
     def frame_body(self) -> None:
         self.view.frame_body()
+
+    @property
+    def framing(self) -> str:
+        """'head' or 'body': what the camera was last framed on."""
+        return self.view.framing
+
+    def set_framing(self, framing: str) -> None:
+        if framing not in CAMERA_FRAMINGS:
+            raise ValueError(f"camera framing {framing!r} is not known; allowed: {', '.join(CAMERA_FRAMINGS)}")
+        if framing == "head":
+            self.view.frame_head()
+        else:
+            self.view.frame_body()
 
     def render_image(self) -> np.ndarray:
         """The viewport as an RGBA (H, W, 4) uint8 array, drawn now (offscreen read-back)."""

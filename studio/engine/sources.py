@@ -526,6 +526,12 @@ class MicrophoneSource(AudioSource):
         self._position = 0  # media position (ENGINE_RATE samples) of the next sample handed out
         self._raw_read = 0  # device samples consumed from the ring (dropped ones included)
         self.overflows = 0
+        self._peak = 0.0  # loudest sample (0..1) read since `take_peak()`: the input level meter
+
+    def take_peak(self) -> float:
+        """The loudest sample the engine read since the last call (0..1), for a level meter; resets it."""
+        peak, self._peak = self._peak, 0.0
+        return peak
 
     @property
     def dropped_s(self) -> float:
@@ -595,6 +601,8 @@ class MicrophoneSource(AudioSource):
             self._resampler.reset()  # (within half an engine sample: 31 us)
             self._position = round(raw_start * ENGINE_RATE / self.device_rate)
         self._raw_read = raw_start + len(raw)
+        if raw.size:
+            self._peak = max(self._peak, float(np.abs(raw).max()))
         samples = self._resampler.push(raw) if raw.size else np.zeros(0, np.float32)
         start = self._position
         self._position += len(samples)
