@@ -303,6 +303,21 @@ def persona_by_name(name: str) -> Persona:
     return load_persona(_find(name, "personas"))
 
 
+def names_a_file(value: str) -> bool:
+    """A command-line value is a FILE when it ends in .yaml/.yml or holds a folder separator, else a NAME."""
+    return value.lower().endswith((".yaml", ".yml")) or "/" in value or os.sep in value
+
+
+def resolve_preset(value: str) -> Preset:
+    """A preset by NAME (the user's, else the built-in one) or from a FILE; PresetError says why not."""
+    return load_preset(value) if names_a_file(value) else preset_by_name(value)
+
+
+def resolve_persona(value: str) -> Persona:
+    """A persona by NAME (the user's, else the built-in one) or from a FILE; PresetError says why not."""
+    return load_persona(value) if names_a_file(value) else persona_by_name(value)
+
+
 def save_yaml(model: BaseModel, path: str | os.PathLike) -> None:
     """Write atomically: temp file in the same folder, fsync, rename."""
     atomic_write(path, yaml.safe_dump(model.model_dump(mode="json"), sort_keys=False, allow_unicode=True))

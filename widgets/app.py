@@ -62,6 +62,14 @@ def _output_file(text: str) -> str:
     return text
 
 
+def add_persona_and_preset(parser: argparse.ArgumentParser) -> None:
+    """--persona and --preset, each a NAME or a FILE, for every command that runs the engine or renders;
+    widgets.commands.persona_and_preset resolves them."""
+    parser.add_argument("--persona", metavar="NAME|FILE", help="persona NAME (yours or built-in) or FILE.yaml")
+    parser.add_argument("--preset", metavar="NAME|FILE",
+                        help="preset NAME (yours or built-in) or FILE.yaml (default: the persona's)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="avatar-studio", description="Live, speech-driven 3D avatars.")
     parser.add_argument("--version", action="version", version=f"avatar-studio {__version__}")
@@ -69,11 +77,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     gui = commands.add_parser("gui", help="open the studio window (the default)")
     gui.add_argument("--avatar", type=_existing_file, help="avatar file (.npz or SMPL-X .pkl)")
-    gui.add_argument("--preset", help="preset name (built-in: default, medical, education, or your own)")
-    gui.add_argument("--persona", default="default", help="persona name (built-in: default, or your own)")
+    add_persona_and_preset(gui)
 
     selftest = commands.add_parser("selftest", help="render offscreen and check the avatar is drawn and moves")
     selftest.add_argument("--avatar", type=_existing_file, help="avatar file to check instead of the default")
+    add_persona_and_preset(selftest)
 
     render = commands.add_parser("render", help="render the avatar to a video file, headless")
     render.add_argument("--out", required=True, type=_output_file,
@@ -81,22 +89,25 @@ def build_parser() -> argparse.ArgumentParser:
                              "a transparent background needs .mov or .webm")
     render.add_argument("--audio", type=_existing_file, help="speech audio the avatar says (muxed into the video)")
     render.add_argument("--text", help="a line the avatar speaks through on-device TTS")
-    render.add_argument("--cue", type=int, metavar="N", help="speak the default persona's cue line N (from 1)")
+    render.add_argument("--cue", type=int, metavar="N", help="speak the persona's cue line N (from 1)")
     render.add_argument("--duration", type=_positive, default=6.0, help="seconds of idle animation (no audio/text)")
-    render.add_argument("--fps", type=_positive, default=30.0)
-    render.add_argument("--size", type=_size, default=(1280, 720), help="WIDTHxHEIGHT (default 1280x720)")
+    render.add_argument("--fps", type=_positive, help="frames per second (default: the preset's)")
+    render.add_argument("--size", type=_size, help="WIDTHxHEIGHT (default: the preset's, e.g. 1280x720)")
     render.add_argument("--background", choices=BACKGROUNDS, default="studio")
     render.add_argument("--camera", choices=("body", "head"), default="body")
     render.add_argument("--avatar", type=_existing_file)
+    add_persona_and_preset(render)
 
     lipsync = commands.add_parser("lipsync", help="write per-frame ARKit weights for an audio file as CSV")
     lipsync.add_argument("audio", type=_existing_file)
     lipsync.add_argument("--out", required=True, type=_output_file, help="output .csv file")
     lipsync.add_argument("--fps", type=_positive, default=60.0)
+    add_persona_and_preset(lipsync)
 
     bench = commands.add_parser("bench", help="measure speed and quality, print JSON")
     bench.add_argument("--out", type=_output_file, help="also write the JSON to this file")
     bench.add_argument("--quick", action="store_true", help="fewer repetitions (for a smoke run)")
+    add_persona_and_preset(bench)
 
     from widgets.take_commands import add_parsers
 
@@ -110,9 +121,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     command = args.command or "gui"
     if command == "gui":
+        from widgets.commands import check_gui_inputs
+
+        checked = check_gui_inputs(args)  # a bad value exits 2 before any window opens
+        if isinstance(checked, int):
+            return checked
         from widgets.main_window import run_gui
 
-        return run_gui(getattr(args, "avatar", None), getattr(args, "preset", None), getattr(args, "persona", "default"))
+        avatar, persona, preset = checked
+        return run_gui(avatar, preset, persona)
     if command in TAKE_COMMANDS:
         from widgets import take_commands as implementations
     else:

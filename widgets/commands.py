@@ -12,9 +12,13 @@ import platform
 import sys
 import time
 from importlib import metadata
+from typing import TYPE_CHECKING
 
 from studio.avatar.io import default_avatar_path, load_avatar
-from studio.avatar.model import AvatarFormatError, AvatarModel
+from studio.avatar.model import AvatarModel
+
+if TYPE_CHECKING:
+    from studio.presets import Persona, Preset
 
 
 def _fail(message: str, code: int = 2) -> int:
@@ -26,25 +30,62 @@ def _avatar(path: str | None) -> AvatarModel:
     return load_avatar(path or default_avatar_path())
 
 
+def persona_and_preset(args: argparse.Namespace) -> tuple[Persona, Preset]:
+    """The command line's persona (else `default`) and preset (else the persona's); PresetError says why not.
+
+    Shared by every command that runs the engine or renders (gui, selftest, render, lipsync, bench, record,
+    export), so a NAME or a FILE means the same everywhere.
+    """
+    from studio.presets import PresetError, resolve_persona, resolve_preset
+
+    persona = resolve_persona(getattr(args, "persona", None) or "default")
+    chosen = getattr(args, "preset", None)
+    try:
+        preset = resolve_preset(chosen or persona.default_preset)
+    except PresetError as error:
+        if chosen:
+            raise
+        raise PresetError(f"{error} (the default preset of persona {persona.name!r})") from None
+    return persona, preset
+
+
+def check_gui_inputs(args: argparse.Namespace) -> tuple[AvatarModel | None, Persona, Preset] | int:
+    """Everything `gui` was given, loaded before a window opens; exit status 2 and one line when a value is bad."""
+    try:
+        avatar = load_avatar(args.avatar) if getattr(args, "avatar", None) else None
+        persona, preset = persona_and_preset(args)
+    except ValueError as error:  # AvatarFormatError and PresetError are ValueErrors
+        return _fail(str(error))
+    return avatar, persona, preset
+
+
+def _dressed(avatar: AvatarModel, persona: Persona) -> AvatarModel:
+    """The avatar in the persona's colours."""
+    if not persona.colors:
+        return avatar
+    from studio.avatar.appearance import with_colors
+
+    return with_colors(avatar, persona.colors)
+
+
 def selftest_command(args: argparse.Namespace) -> int:
     os.environ.setdefault("EGL_PLATFORM", "surfaceless")
     try:
         avatar = _avatar(args.avatar)
-    except AvatarFormatError as error:
+        persona, _preset = persona_and_preset(args)
+    except ValueError as error:  # AvatarFormatError and PresetError are ValueErrors
         return _fail(str(error))
     from render.selftest import run_selftest
 
-    ok = run_selftest(avatar)
+    ok = run_selftest(_dressed(avatar, persona))
     print("selftest: PASS" if ok else "selftest: FAIL")
     return 0 if ok else 1
 
 
-def _speech_frames(args: argparse.Namespace):
+def _speech_frames(args: argparse.Namespace, persona: Persona):
     """Frames and audio for `render`: a file, a typed line, or the idle animation, in the persona's style."""
     from studio.engine import offline
-    from studio.presets import persona_by_name
 
-    persona = persona_by_name("default")
     style = persona.motion_style()
     if args.audio:
         from studio.engine.audio_file import AudioFileStream
@@ -74,14 +115,18 @@ def render_command(args: argparse.Namespace) -> int:
     try:
         video_format(args.out, args.background)  # before any work: an extension that cannot hold what was asked
         avatar = _avatar(args.avatar)
-    except ValueError as error:  # an AvatarFormatError is a ValueError
+        persona, preset = persona_and_preset(args)
+    except ValueError as error:  # AvatarFormatError and PresetError are ValueErrors
         return _fail(str(error))
+    avatar = _dressed(avatar, persona)
+    args.size = args.size or (preset.render.width, preset.render.height)
+    args.fps = args.fps or preset.render.fps
     from studio.engine.sources import AudioInputError
     from studio.speech.espeak import SpeechError
 
     try:
-        frames, audio = _speech_frames(args)
-    except (AudioInputError, SpeechError, ValueError) as error:  # a PresetError is a ValueError
+        frames, audio = _speech_frames(args, persona)
+    except (AudioInputError, SpeechError, ValueError) as error:
         return _fail(str(error))
     from render.video import render_video
 
@@ -99,9 +144,15 @@ def render_command(args: argparse.Namespace) -> int:
 
 
 def lipsync_command(args: argparse.Namespace) -> int:
+    """The persona's style moves what is not speech (blinks, gaze); the offline model reads the speech whatever
+    the preset's face level, which costs only live."""
+    try:
+        persona, _preset = persona_and_preset(args)
+    except ValueError as error:
+        return _fail(str(error))
     from studio.engine.offline import lipsync_command as lipsync
 
-    return lipsync(args.audio, args.out, args.fps)
+    return lipsync(args.audio, args.out, args.fps, style=persona.motion_style())
 
 
 def _versions() -> dict[str, str]:
@@ -227,8 +278,13 @@ def _gui(quick: bool) -> dict:
 def bench_command(args: argparse.Namespace) -> int:
     """Every figure in one JSON object, grouped by area, the unit in each key."""
     os.environ.setdefault("EGL_PLATFORM", "surfaceless")
-    report: dict[str, object] = {"machine": _machine(), "versions": _versions()}
-    avatar = _avatar(None)
+    try:
+        persona, preset = persona_and_preset(args)
+    except ValueError as error:
+        return _fail(str(error))
+    report: dict[str, object] = {"machine": _machine(), "versions": _versions(),
+                                 "inputs": {"persona": persona.name, "preset": preset.name}}
+    avatar = _dressed(_avatar(None), persona)
 
     from render.bench import bench_render
 

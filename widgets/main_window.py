@@ -577,20 +577,23 @@ def create_application(argv: list[str] | None = None) -> QApplication:
     return app
 
 
-def run_gui(avatar_path: str | None, preset: str | None = None, persona: str = "default") -> int:
+def run_gui(avatar_path: str | AvatarModel | None, preset: str | Preset | None = None,
+            persona: str | Persona = "default") -> int:
     """Open the studio window and run until it closes; returns the process exit status.
 
     The persona sets the voice, the motion and expression style and, unless `preset` names one,
-    the preset.
+    the preset. Each may come loaded already (the command line checks them before a window opens).
     """
     app = create_application()
     try:
-        avatar, avatar_problem = load_avatar_or_default(avatar_path)
+        avatar, avatar_problem = ((avatar_path, None) if isinstance(avatar_path, AvatarModel)
+                                  else load_avatar_or_default(avatar_path))
     except AvatarFormatError as error:
         print(f"avatar-studio: cannot load an avatar: {error}", file=sys.stderr)
         return 2
-    loaded_persona, persona_problem = _load_persona(persona)
-    loaded_preset, preset_problem = _load_preset(preset or loaded_persona.default_preset)
+    loaded_persona, persona_problem = (persona, None) if isinstance(persona, Persona) else _load_persona(persona)
+    loaded_preset, preset_problem = ((preset, None) if isinstance(preset, Preset)
+                                     else _load_preset(preset or loaded_persona.default_preset))
     target_ms = loaded_preset.render.latency_target_ms if loaded_preset is not None else DEFAULT_LATENCY_TARGET_MS
     window = MainWindow(avatar, engine=EngineController(_engine_factory(loaded_preset, loaded_persona)),
                         latency_target_ms=target_ms, persona=loaded_persona, preset=loaded_preset)

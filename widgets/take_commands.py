@@ -22,17 +22,15 @@ def _fail(message: str, code: int = 2) -> int:
 
 def resolve_persona(value: str | None):
     """A persona by NAME (built-in or the user's) or from a FILE path; PresetError says why not."""
-    from studio.presets import load_persona, persona_by_name
+    from studio.presets import resolve_persona as resolve
 
-    value = value or "default"
-    return load_persona(value) if value.endswith((".yaml", ".yml")) or os.sep in value else persona_by_name(value)
+    return resolve(value or "default")
 
 
 def resolve_preset(value: str | None, persona=None):
-    from studio.presets import load_preset, preset_by_name
+    from studio.presets import resolve_preset as resolve
 
-    value = value or (persona.default_preset if persona is not None else "default")
-    return load_preset(value) if value.endswith((".yaml", ".yml")) or os.sep in value else preset_by_name(value)
+    return resolve(value or (persona.default_preset if persona is not None else "default"))
 
 
 def take_path(value: str) -> Path:

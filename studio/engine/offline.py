@@ -409,7 +409,7 @@ def write_arkit_csv_blocks(blocks, path: str | Path, fps: float) -> int:
     return rows
 
 
-def lipsync_command(audio: str, out: str, fps: float = 60) -> int:
+def lipsync_command(audio: str, out: str, fps: float = 60, style: MotionStyle | None = None) -> int:
     """`avatar-studio lipsync AUDIO --out FILE.csv --fps N`: 0 on success, 2 with one clear line on bad input.
 
     The file is decoded, analysed and written in bounded chunks: memory does not grow with its length.
@@ -417,7 +417,7 @@ def lipsync_command(audio: str, out: str, fps: float = 60) -> int:
     try:
         fps = _check_fps(fps)
         _check_csv_target(Path(out))
-        rows = write_arkit_csv_blocks(stream_frame_blocks(audio, fps=fps), out, fps)
+        rows = write_arkit_csv_blocks(stream_frame_blocks(audio, fps=fps, style=style), out, fps)
     except (ValueError, OSError) as error:
         print(f"lipsync: {error}", file=sys.stderr)
         return 2
