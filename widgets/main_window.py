@@ -46,6 +46,7 @@ from widgets.level_meter import LevelMeter  # noqa: E402
 from widgets.models import DEFAULT_LATENCY_TARGET_MS, EngineController, FpsMeter, InspectorModel, LatencyModel  # noqa: E402
 from widgets.panels.studio_panels import StudioPanels  # noqa: E402
 from widgets.settings import LayoutError, WindowLayout, default_layout_path, load_layout, save_layout  # noqa: E402
+from widgets.take_browser import RecordingController  # noqa: E402
 from widgets.viewport import CAMERA_FRAMINGS, Viewport  # noqa: E402
 
 PRESENT_INTERVAL_MS = 16
@@ -151,6 +152,7 @@ class MainWindow(QMainWindow):
         persist_layout: bool = True,
         persona: Persona | None = None,
         preset: Preset | None = None,
+        recordings_root: Path | None = None,
     ) -> None:
         super().__init__()
         self.setWindowTitle(f"Avatar Studio {studio.__version__}")
@@ -190,6 +192,7 @@ class MainWindow(QMainWindow):
         self.engine.state_changed.connect(self._on_engine_state)
         self._update_avatar_label()
         self._on_engine_state(self.engine.state)
+        self.recording = RecordingController(self, recordings_root)
         self.persist_layout = persist_layout
         if persist_layout:
             self.restore_layout()
@@ -298,7 +301,7 @@ class MainWindow(QMainWindow):
 
     def present(self) -> None:
         """Show the newest frame: the engine's if it has one for now, else the idle animation."""
-        state = self.engine.latest_frame()
+        state = self.recording.playback_frame() or self.engine.latest_frame()
         if state is None:
             state = self.panels.filter_idle(self.idle.frame_at(self.presentation_time_s()))
         self.present_frame(state)
@@ -508,6 +511,7 @@ class MainWindow(QMainWindow):
                 self.save_layout()
         except OSError as error:
             print(f"avatar-studio: could not save the window layout to {self.layout_path}: {error}", file=sys.stderr)
+        self.recording.shutdown()
         self.panels.close()
         self.engine.shutdown()
         for box in list(self._message_boxes):

@@ -97,6 +97,7 @@ class TakeRecorder:
         self.first_media_s: float | None = None
         self.last_media_s: float | None = None
         self.stopped_reason: str | None = None
+        self._expression = ""
         self.error: str | None = None
 
     # ----------------------------------------------------------------- any thread
@@ -185,6 +186,9 @@ class TakeRecorder:
         self.frames_written += 1
         if self.first_media_s is None:
             self.first_media_s = frame.media_time_s
+        elif frame.expression != self._expression:  # a trigger or a persona switch shows in every frame: log it
+            self._events.append({"t": frame.media_time_s, "kind": "expression", "name": frame.expression})
+        self._expression = frame.expression
         self.last_media_s = frame.media_time_s
 
     def _write_pending(self) -> None:
