@@ -2,7 +2,7 @@
 
 The table is measured here, on the engine itself: for each module and level, the default preset's plan
 with only that module changed runs `seconds` of speech-like audio through `Engine.run_once`, one 10 ms
-hop per pass as live audio arrives, and the mean milliseconds per hop are kept. Render-side levels
+hop per pass as live audio arrives, and the CPU milliseconds per hop are kept. Render-side levels
 (mesh LOD, cloth springs) cost GPU/raster time that the engine loop does not see; for those the table
 holds what the engine loop measured and the latency dock's render stage shows the rest.
 
@@ -35,39 +35,48 @@ class Cancelled(Exception):
     """The caller no longer wants the table (the studio is closing)."""
 
 
-def measure_module_costs(seconds: float = 2.0, base: Preset | None = None, rounds: int = 2,
+def measure_module_costs(seconds: float = 3.0, base: Preset | None = None, rounds: int = 3,
                          cancelled: Callable[[], bool] = lambda: False) -> CostTable:
-    """Mean engine-loop ms per hop for every module level, the other modules at `base`'s levels
-    (the lowest of `rounds` passes: other processes only ever add time). `cancelled()` is asked
-    between levels; when it says yes, Cancelled is raised."""
+    """Engine-loop CPU ms per hop for every module level, the other modules at `base`'s levels.
+
+    CPU time of the calling thread (`time.thread_time`; the face model runs single-threaded on it),
+    because on a shared machine wall time mostly measures the other processes. Each level is measured
+    in `rounds` passes interleaved with the other levels, each pass a mean with the slowest 10 % of hops
+    dropped (cache-cold outliers), and the lowest pass is kept.
+    `cancelled()` is asked between passes; when it says yes, Cancelled is raised.
+    """
     from studio.engine.bench import HopFeeder, speech_like
     from studio.engine.pipeline import Engine
 
     base = base or Preset(name="cost probe")
     audio = speech_like(seconds)
-    table: CostTable = {}
-    for module in MODULES:
-        table[module] = {}
-        for level in LEVELS:
-            if cancelled():
-                raise Cancelled
-            preset = base.model_copy(update={"modules": replace_level(base.modules, module, level)})
-            engine = Engine(plan=plan_for(preset))
-            means = []
-            for _ in range(rounds):
-                feeder = HopFeeder(audio)
-                engine.set_source(feeder)
-                costs, index = [], 0
-                while not feeder.finished:
-                    began = time.perf_counter()
-                    engine.run_once()
-                    if index >= 20:  # past the warm-up
-                        costs.append((time.perf_counter() - began) * 1000.0)
-                    index += 1
-                means.append(sum(costs) / max(1, len(costs)))
+    engines = {(module, level): Engine(plan=plan_for(base.model_copy(
+        update={"modules": replace_level(base.modules, module, level)}))) for module in MODULES for level in LEVELS}
+    passes: dict[tuple[str, str], list[float]] = {key: [] for key in engines}
+    try:
+        for _ in range(rounds):
+            for key, engine in engines.items():
+                if cancelled():
+                    raise Cancelled
+                passes[key].append(_pass_ms(engine, HopFeeder(audio)))
+    finally:
+        for engine in engines.values():
             engine.stop()
-            table[module][level] = round(min(means), 4)
-    return table
+    return {module: {level: round(min(passes[module, level]), 4) for level in LEVELS} for module in MODULES}
+
+
+def _pass_ms(engine, feeder, warm_up: int = 20) -> float:
+    engine.set_source(feeder)
+    costs, index = [], 0
+    while not feeder.finished:
+        began = time.thread_time()
+        engine.run_once()
+        if index >= warm_up:
+            costs.append((time.thread_time() - began) * 1000.0)
+        index += 1
+    costs.sort()
+    kept = costs[: max(1, int(len(costs) * 0.9))]
+    return sum(kept) / len(kept)
 
 
 def replace_level(modules: Modules, module: str, level: str) -> Modules:
@@ -90,7 +99,7 @@ def load_cost_table(path: Path | None = None) -> CostTable | None:
 
 
 def save_cost_table(table: Mapping, path: Path | None = None) -> Path:
-    payload = {"host": platform.node(), "unit": "engine ms per 10 ms hop", "modules": table}
+    payload = {"host": platform.node(), "unit": "engine CPU ms per 10 ms hop", "modules": table}
     return atomic_write(path or cost_table_path(), json.dumps(payload, indent=2))
 
 
@@ -120,17 +129,22 @@ def module_to_lower(table: CostTable, modules: Modules) -> tuple[str, str, float
     return best
 
 
-def verdict(table: CostTable | None, preset: Preset, latency_ms: float | None) -> tuple[bool, str]:
-    """(meets the target, one line for the operator): the measured latency against the preset's target,
-    and when it misses, which module to lower and what that saves."""
+def verdict(table: CostTable | None, preset: Preset, latency_ms: float | None,
+            render_ms: float = 0.0) -> tuple[bool, str]:
+    """(meets the target, one line for the operator): the measured latency (engine stages plus
+    `render_ms` of it for the render) against the preset's target, and when it misses, what to lower:
+    the render settings when the render is most of it, else the module whose step down saves most."""
     target = preset.render.latency_target_ms
     if latency_ms is None:
         return True, f"target {target:.0f} ms — no latency measured yet (start speech to measure)"
     if latency_ms <= target:
         return True, f"meets the target: {latency_ms:.1f} ms ≤ {target:.0f} ms"
-    advice = "every module is already at low; lower the resolution or the fps"
-    if table is not None:
-        step = module_to_lower(table, preset.modules)
+    if render_ms > latency_ms - render_ms:
+        advice = (f"the render takes {render_ms:.0f} ms of it: lower the resolution or the fps, "
+                  "or body (its mesh detail)")
+    else:
+        advice = "every module is already at low; lower the resolution or the fps"
+        step = module_to_lower(table, preset.modules) if table is not None else None
         if step is not None:
             module, lower, saving = step
             advice = f"lower {module} to {lower} (saves {saving:.2f} ms per hop here)"

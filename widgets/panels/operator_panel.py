@@ -35,10 +35,12 @@ class OperatorPanel(QWidget):
         self.message = MessageLine()
         self.shortcuts: dict[str, QShortcut] = {}
         self.trigger_buttons: dict[str, QPushButton] = {}
+        self._shown: tuple | None = None  # (expression names, bindings) the rows and shortcuts were built for
 
         self.triggers = QGridLayout()
         self.triggers.setColumnStretch(0, 1)
         self.cue_list = QListWidget()
+        self.cue_list.setWordWrap(True)
         self.cue_list.itemDoubleClicked.connect(lambda item: self.controls.speak_cue(self.cue_list.row(item)))
         self.cue_status = QLabel("")
         self.cue_status.setWordWrap(True)
@@ -76,23 +78,34 @@ class OperatorPanel(QWidget):
 
         controls.cues.changed.connect(self.refresh_cues)
         controls.hotkeys.changed.connect(self.rebuild)
-        controls.persona_doc.changed.connect(lambda _p: self.rebuild())
+        controls.persona_doc.changed.connect(lambda _p: self.rebuild(only_if_changed=True))
         self.rebuild()
         self.refresh_cues()
 
     # ---- hotkeys and trigger buttons
-    def rebuild(self) -> None:
-        """Trigger rows and shortcuts from the persona's expressions and the hotkey map."""
+    def rebuild(self, only_if_changed: bool = False) -> None:
+        """Trigger rows and shortcuts from the persona's expressions and the hotkey map.
+
+        A persona edit that keeps the names and keys (a fade time) leaves the rows alone, so the
+        spin box being edited is not replaced under the cursor.
+        """
+        persona = self.controls.persona_doc.item
+        shown = (tuple(persona.expressions), tuple(sorted(self.controls.hotkeys.bindings().items())))
+        if only_if_changed and shown == self._shown:
+            return
+        self._shown = shown
         while self.triggers.count():
             widget = self.triggers.takeAt(0).widget()
             if widget is not None:
+                widget.hide()
+                widget.setParent(None)
                 widget.deleteLater()
         self.trigger_buttons.clear()
-        persona = self.controls.persona_doc.item
         for row, (name, expression) in enumerate(persona.expressions.items()):
             key = self.controls.hotkeys.key_for(name)
             button = QPushButton(f"[{key or '—'}]  {name}")
             button.setCheckable(True)
+            button.setStyleSheet("QPushButton:checked { background: #3d6fb4; color: white; font-weight: 600; }")
             button.setChecked(self.controls.mixer.is_active(name))
             button.clicked.connect(lambda _c=False, n=name: self.controls.toggle_expression(n))
             fade_in, fade_out = QDoubleSpinBox(), QDoubleSpinBox()

@@ -95,13 +95,15 @@ class PresetPanel(QWidget):
         self.costs.setHorizontalHeaderLabels(list(LEVELS))
         self.costs.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
         self.costs.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
-        self.costs.setMaximumHeight(150)
+        self.costs.verticalHeader().setDefaultSectionSize(24)
+        self.costs.setFixedHeight(24 * len(MODULES) + self.costs.horizontalHeader().sizeHint().height() + 4)
         self.costs_note = QLabel("")
         self.costs_note.setObjectName("hint")
         self.costs_note.setWordWrap(True)
         self.verdict_label = QLabel("")
         self.verdict_label.setWordWrap(True)
         self.latency_ms: float | None = None
+        self.render_ms = 0.0
 
         layout = QVBoxLayout(self)
         layout.addWidget(self.chooser)
@@ -111,7 +113,7 @@ class PresetPanel(QWidget):
         layout.addLayout(modules_form)
         layout.addWidget(section("Render and budget"))
         layout.addLayout(render_form)
-        layout.addWidget(section("Measured cost per level (engine ms per 10 ms hop, this machine)"))
+        layout.addWidget(section("Measured cost per level (engine CPU ms per 10 ms hop, this machine)"))
         layout.addWidget(self.costs)
         layout.addWidget(self.costs_note)
         layout.addWidget(section("Now"))
@@ -180,6 +182,7 @@ class PresetPanel(QWidget):
 
     def set_cost_table(self, table: CostTable) -> None:
         self.table = table
+        self._measure_when_shown = False
         self._fill_costs()
 
     def _fill_costs(self) -> None:
@@ -200,20 +203,22 @@ class PresetPanel(QWidget):
                                     "follows body, cloth springs) shows in the Latency dock.")
 
     # ---- verdict
-    def measured_latency_ms(self) -> float | None:
-        """Engine stages' p95 plus the render p95 from the Latency dock (None while the engine is idle)."""
+    def measured_latency_ms(self) -> tuple[float | None, float]:
+        """(engine stages' p95 plus the render p95, the render's part) from the Latency dock; None while idle."""
         model = self.controls.window.latency_model
         if not model.engine_active:
-            return None
+            return None, 0.0
         stats = model.stats
         engine = sum(stats[s].p95_ms for s in ENGINE_STAGES if s in stats)
         render = stats[RENDER_STAGE].p95_ms if RENDER_STAGE in stats else 0.0
-        return engine + render
+        return engine + render, render
 
-    def update_verdict(self, latency_ms: float | None = None) -> bool:
-        latency_ms = self.measured_latency_ms() if latency_ms is None else latency_ms
-        self.latency_ms = latency_ms
-        ok, line = verdict(self.table, self.document.item, latency_ms)
+    def update_verdict(self, latency_ms: float | None = None, render_ms: float = 0.0) -> bool:
+        """Refresh the verdict line from the Latency dock (or from the given figures); True when it meets the target."""
+        if latency_ms is None:
+            latency_ms, render_ms = self.measured_latency_ms()
+        self.latency_ms, self.render_ms = latency_ms, render_ms
+        ok, line = verdict(self.table, self.document.item, latency_ms, render_ms)
         self.verdict_label.setText(line)
         self.verdict_label.setStyleSheet("color: #8fd18f;" if ok else "color: #ff8a80; font-weight: 600;")
         return ok
@@ -237,7 +242,7 @@ class PresetPanel(QWidget):
             self.target_spin.setValue(preset.render.latency_target_ms)
         self._fill_costs()
         self._update_title()
-        self.update_verdict(self.latency_ms)
+        self.update_verdict(self.latency_ms, self.render_ms)
 
     def _update_title(self) -> None:
         preset = self.document.item

@@ -95,6 +95,8 @@ def test_preset_panel_edits_levels_shows_costs_and_says_which_module_to_lower(st
     assert panel.update_verdict(20.0) and "meets the target" in panel.verdict_label.text()
     assert not panel.update_verdict(75.0)
     assert "75.0 ms > 50 ms" in panel.verdict_label.text() and "lower face to medium" in panel.verdict_label.text()
+    assert not panel.update_verdict(75.0, render_ms=60.0)
+    assert "the render takes 60 ms" in panel.verdict_label.text()
     panel.levels["face"].setCurrentText("medium")
     panel.levels["face"].activated.emit(1)
     assert panels.preset_doc.item.modules.face == "medium" and "unsaved" in panel.title.text()
