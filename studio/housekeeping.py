@@ -1,0 +1,126 @@
+"""Long-session housekeeping from the preset: a garbage collection at quiet moments, a memory watermark
+that switches to a lighter module precision, and prewarming so the first minute is as smooth as the
+hundredth.
+
+The engine calls `Housekeeper.tick(engine)` on its own thread between passes, that is between frames;
+a collection runs only after `QUIET_S` of silence, so the frame it could delay is an idle one.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import time
+from collections import deque
+
+from studio.precision import Level, plan_for
+from studio.presets import Modules, Preset
+
+log = logging.getLogger("avatar_studio.housekeeping")
+
+QUIET_S = 0.5  # silence this long before a collection may run
+MEMORY_CHECK_S = 5.0  # media seconds between two looks at the process memory
+_LIGHTER: dict[str, Level] = {"high": "medium", "medium": "low", "low": "low"}
+
+
+def lighter_modules(modules: Modules) -> Modules:
+    """Every module one precision level down (low stays low)."""
+    return Modules(**{name: _LIGHTER[level] for name, level in modules.model_dump().items()})
+
+
+def rss_mb() -> float:
+    import psutil
+
+    return psutil.Process().memory_info().rss / 2**20
+
+
+class Housekeeper:
+    """Runs between engine passes: gc when quiet and due, lighter precision above the memory watermark."""
+
+    def __init__(self, preset: Preset, memory_mb=rss_mb) -> None:
+        self.preset = preset
+        self.settings = preset.long_session
+        self.memory_mb = memory_mb
+        self.lowered = False
+        self.gc_runs = 0
+        self.gc_ms: deque[float] = deque(maxlen=256)
+        self.gc_media_times: deque[float] = deque(maxlen=256)
+        self.events: deque[str] = deque(maxlen=50)
+        self._quiet_since: float | None = None
+        self._last_gc: float | None = None
+        self._next_memory_check = 0.0
+
+    def tick(self, engine) -> None:
+        frame = engine.slot.latest()
+        if frame is None:
+            return
+        now = frame.media_time_s
+        if self._last_gc is None:
+            self._last_gc = now  # the interval counts from the session start
+        if frame.voice_activity < 0.05:
+            self._quiet_since = now if self._quiet_since is None else self._quiet_since
+        else:
+            self._quiet_since = None
+        quiet = self._quiet_since is not None and now - self._quiet_since >= QUIET_S
+        if quiet and now - self._last_gc >= self.settings.housekeeping_interval_s:
+            self.collect(now)
+        if now >= self._next_memory_check:
+            self._next_memory_check = now + MEMORY_CHECK_S
+            self.check_memory(engine, now)
+
+    def collect(self, media_time_s: float) -> float:
+        started = time.perf_counter()
+        gc.collect()
+        cost_ms = (time.perf_counter() - started) * 1000.0
+        self._last_gc = media_time_s
+        self.gc_runs += 1
+        self.gc_ms.append(cost_ms)
+        self.gc_media_times.append(media_time_s)
+        log.info("housekeeping: garbage collected in a quiet moment at %.0f s (%.1f ms)", media_time_s, cost_ms)
+        return cost_ms
+
+    def check_memory(self, engine, media_time_s: float) -> None:
+        used = self.memory_mb()
+        watermark = self.settings.watermark_mb
+        if self.lowered or used < watermark:
+            return
+        self.lowered = True
+        before = self.preset.modules
+        self.preset = self.preset.model_copy(update={"modules": lighter_modules(before)})
+        after = self.preset.modules
+        changes = ", ".join(f"{name} {level}->{getattr(after, name)}" for name, level in before.model_dump().items()
+                            if getattr(after, name) != level)
+        plan = plan_for(self.preset)
+        engine.set_plan(plan)
+        message = (f"memory {used:.0f} MB reached the {watermark:.0f} MB watermark at {media_time_s:.0f} s: "
+                   f"lighter precision ({changes or 'already the lightest'}; face model {plan.face_variant} "
+                   f"at {plan.face_rate_hz:.0f} Hz, body {plan.body_mode})")
+        self.events.append(message)
+        log.warning("housekeeping: %s", message)
+
+
+def prewarm_engine(engine, voice: str | None = "en-us") -> float:
+    """Run the face model, features, prosody and motion once, and load the TTS voice, before the session
+    starts, so nothing is loaded or compiled mid-sentence; returns the seconds it took."""
+    import numpy as np
+
+    from studio.engine.motion import SILENCE
+
+    started = time.perf_counter()
+    engine.model.step(np.zeros((50, 80), np.float32))
+    engine.model.reset()
+    engine.features.push(np.zeros(1600, np.float32))
+    engine.features.reset()
+    engine.prosody.push(np.zeros(1600, np.float32))
+    engine.prosody.reset()
+    for index in range(20):
+        engine.motion.step(index * 0.01, SILENCE)
+    engine.motion.reset()
+    if voice:
+        try:
+            from studio.speech.espeak import EspeakSynth
+
+            EspeakSynth(voice).synthesize("Ready.")
+        except Exception as error:  # noqa: BLE001 - no voice: speech will say why when it is asked for
+            log.info("prewarm: the TTS voice %r is not available (%s)", voice, error)
+    return time.perf_counter() - started
