@@ -139,12 +139,15 @@ class DriftMonitor:
         window = max(2, int(round(self.thresholds.drift_window_s)))
         self._raw_window: deque[np.ndarray] = deque(maxlen=window)
         self._shown_window: deque[np.ndarray] = deque(maxlen=window)
-        self._minute_frame_ms: list[float] = []
+        self._minute_frame_ms = np.zeros(24_000)  # one minute of frames at up to 400 fps, reused every minute
+        self._minute_frames = 0
         self._minute_started: float | None = None
         self._silent_sum = 0.0
         self._silent_frames = 0
         self.session_s = 0.0
         self.current: dict[str, float] = {}
+        self.shown_drift: np.ndarray | None = None  # the latest drift vectors from the rest anchor
+        self.raw_drift: np.ndarray | None = None
         self.anchoring = True
         self.baseline_rss_mb: float | None = None
         self.events: deque[str] = deque(maxlen=50)  # housekeeping and precision changes, newest last
@@ -167,8 +170,10 @@ class DriftMonitor:
         self._shown_window.append(sums["shown"] / sums["frames"])
         if rest is None or len(self._raw_window) < self._raw_window.maxlen:
             return
-        for prefix, window in (("raw_", self._raw_window), ("", self._shown_window)):
-            root_mm, head_deg, head_mm = pose_drift(np.mean(window, axis=0) - rest, self._lever)
+        self.raw_drift = np.mean(self._raw_window, axis=0) - rest
+        self.shown_drift = np.mean(self._shown_window, axis=0) - rest
+        for prefix, drift in (("raw_", self.raw_drift), ("", self.shown_drift)):
+            root_mm, head_deg, head_mm = pose_drift(drift, self._lever)
             self._record(f"{prefix}root_drift_mm", time_s, root_mm)
             self._record(f"{prefix}head_drift_deg", time_s, head_deg)
             self._record(f"{prefix}head_position_drift_mm", time_s, head_mm)
@@ -180,15 +185,17 @@ class DriftMonitor:
             self.session_s = max(self.session_s, t)
             if self._minute_started is None:
                 self._minute_started = t
-            self._minute_frame_ms.append(sum(frame.timings_ms.values()))
+            if self._minute_frames < len(self._minute_frame_ms):
+                self._minute_frame_ms[self._minute_frames] = sum(frame.timings_ms.values())
+                self._minute_frames += 1
             if frame.voice_activity < SILENT_VOICE:
                 self._silent_sum += float(frame.arkit[FACE_CHANNELS].mean())
                 self._silent_frames += 1
             if t - self._minute_started >= 60.0:
-                self._record("frame_p99_ms", t, float(np.percentile(self._minute_frame_ms, 99)))
+                self._record("frame_p99_ms", t, float(np.percentile(self._minute_frame_ms[:self._minute_frames], 99)))
                 if self._silent_frames:
                     self._record("neutral_bias", t, self._silent_sum / self._silent_frames)
-                self._minute_frame_ms.clear()
+                self._minute_frames = 0
                 self._silent_sum, self._silent_frames = 0.0, 0
                 self._minute_started = t
 

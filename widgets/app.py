@@ -109,7 +109,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--quick", action="store_true", help="fewer repetitions (for a smoke run)")
     add_persona_and_preset(bench)
 
+    from widgets.soak_cli import add_parser as add_soak_parser
     from widgets.take_commands import add_parsers
+
+    add_soak_parser(commands)
 
     add_parsers(commands, _size, _existing_file, _output_file, BACKGROUNDS)
     return parser

@@ -299,3 +299,9 @@ def bench_command(args: argparse.Namespace) -> int:
         with open(args.out, "w", encoding="utf-8") as out:
             out.write(text + "\n")
     return 0
+
+
+def soak_command(args: argparse.Namespace) -> int:
+    from widgets.soak_cli import soak_command as soak
+
+    return soak(args)

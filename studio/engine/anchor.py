@@ -163,15 +163,22 @@ class DriftingTracker(PoseInput):
         self._rng = np.random.default_rng(seed)
         self._walked = np.zeros(DEVIATION_DIMS)
         self._last_time: float | None = None
+        self._normals = np.zeros((0, 2, DEVIATION_DIMS))
+        self._drawn = 0
 
     def deviation(self, media_time_s: float) -> np.ndarray:
         """The whole deviation vector (DEVIATION_DIMS,) at this time."""
         t = float(media_time_s)
         dt = 0.0 if self._last_time is None else max(0.0, t - self._last_time)
         self._last_time = t if self._last_time is None else max(t, self._last_time)
+        if self._drawn >= len(self._normals):  # normal draws in blocks: one generator call per 512 frames
+            self._normals = self._rng.standard_normal((512, 2, DEVIATION_DIMS))
+            self._drawn = 0
+        step, noise = self._normals[self._drawn]
+        self._drawn += 1
         if dt > 0:
-            self._walked += self.walk * np.sqrt(dt) * self._rng.standard_normal(DEVIATION_DIMS)
-        return self.bias * t + self._walked + self.noise * self._rng.standard_normal(DEVIATION_DIMS)
+            self._walked += self.walk * (math.sqrt(dt) * step)
+        return self.bias * t + self._walked + self.noise * noise
 
     def sample(self, media_time_s: float) -> tuple[np.ndarray, np.ndarray]:
         value = self.deviation(media_time_s)

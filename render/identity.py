@@ -1,0 +1,47 @@
+"""The identity check of a long session: the neutral pose rendered offscreen at a fixed camera and
+compared with the session's first render by SSIM (scikit-image's `structural_similarity`).
+
+One renderer serves the whole session: its GL buffers are updated in place, never re-created.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from studio.avatar.model import AvatarModel
+from studio.frame import FrameState
+
+
+def _gray(image: np.ndarray) -> np.ndarray:
+    rgb = image[..., :3].astype(np.float64)
+    return rgb @ np.array((0.299, 0.587, 0.114))
+
+
+def live_gl_objects(canvas) -> int:
+    """GL objects (buffers, textures, programs, framebuffers) alive in this canvas's context."""
+    parser = canvas.context.shared.parser
+    return sum(1 for value in parser._objects.values() if hasattr(value, "handle"))
+
+
+class IdentityCheck:
+    """Call with a FrameState: renders it (head camera) and returns SSIM against the first render (1.0 then)."""
+
+    def __init__(self, avatar: AvatarModel, size: tuple[int, int] = (256, 256)) -> None:
+        from render.offscreen import OffscreenRenderer
+
+        self.renderer = OffscreenRenderer(avatar, size=size, background="chroma", camera="head")
+        self.first: np.ndarray | None = None
+        self.renders = 0
+
+    def __call__(self, state: FrameState) -> float:
+        from skimage.metrics import structural_similarity
+
+        image = _gray(self.renderer.render(state))
+        self.renders += 1
+        if self.first is None:
+            self.first = image
+            return 1.0
+        return float(structural_similarity(self.first, image, data_range=255.0))
+
+    def close(self) -> None:
+        self.renderer.close()

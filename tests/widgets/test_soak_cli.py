@@ -1,0 +1,55 @@
+"""`avatar-studio soak`: bad input exits 2 with one line; a short run writes report.json and report.png."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from widgets.app import main
+
+
+def _one_line_exit_2(capsys, argv) -> str:
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1
+    return error
+
+
+def test_a_negative_duration_is_refused(capsys, tmp_path):
+    error = _one_line_exit_2(capsys, ["soak", "--duration", "-10", "--report", str(tmp_path)])
+    assert "duration" in error and "-10" in error
+
+
+def test_an_unwritable_report_folder_is_refused(capsys, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("keep me")
+    error = _one_line_exit_2(capsys, ["soak", "--duration", "10", "--report", str(blocker / "reports")])
+    assert "report folder" in error
+    assert blocker.read_text() == "keep me"
+
+
+def test_out_of_range_options_name_the_allowed_values(capsys, tmp_path):
+    error = _one_line_exit_2(capsys, ["soak", "--duration", "10", "--drop-rate", "2", "--report", str(tmp_path)])
+    assert "drop rate" in error and "0..0.5" in error
+
+
+def test_a_short_soak_writes_a_report_with_units_in_its_keys_and_a_plot(tmp_path):
+    env = dict(os.environ, EGL_PLATFORM="surfaceless", QT_QPA_PLATFORM="offscreen")
+    env.pop("DISPLAY", None)  # headless, as on a server
+    result = subprocess.run([sys.executable, "-m", "widgets.app", "soak", "--duration", "20", "--skew-ppm", "200",
+                             "--pose-bias", "1,0.1", "--report", str(tmp_path)], capture_output=True, text=True,
+                            env=env, timeout=300)
+    assert result.returncode in (0, 1), result.stderr
+    report = json.loads((tmp_path / "report.json").read_text())
+    summary = report["summary"]
+    for key in ("duration_s", "max_root_drift_mm", "max_head_drift_deg", "max_av_offset_ms", "rss_growth_pct",
+                "min_identity_ssim", "cpu_s", "wall_s"):
+        assert key in summary
+    assert summary["complete"] and summary["simulated_s"] == pytest.approx(20.0)
+    assert summary["identity_renders"] >= 1 and summary["min_identity_ssim"] == 1.0
+    assert report["settings"]["pose_bias_mm_per_min"] == 1.0
+    assert (tmp_path / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
