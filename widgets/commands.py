@@ -290,6 +290,9 @@ def bench_command(args: argparse.Namespace) -> int:
 
     report["render"] = bench_render(avatar, frames=20 if args.quick else 120)
     report["engine"] = _bench_engine(avatar, quick=args.quick)
+    from studio.engine.lipsync_bench import bench_lipsync
+
+    report["lipsync"] = bench_lipsync(minutes=(4.0,) if args.quick else (4.0, 20.0))
     report["face_model"] = _model_quality(args.quick)
     report["gui"] = _gui(args.quick)
     report["gpu"] = _gpu()

@@ -65,6 +65,11 @@ class TrainConfig:
 
         return dataclasses.replace(self, lookahead=lookahead)
 
+    def with_lr(self, lr: float) -> TrainConfig:
+        import dataclasses
+
+        return dataclasses.replace(self, lr=lr)
+
 
 def mouth_weights() -> np.ndarray:
     """Per-shape loss weight: the mouth and jaw carry lip-sync, the rest is secondary."""
@@ -112,6 +117,47 @@ def build_examples(n: int, seed: int, held_out: bool, augmented_copies: int = 0)
             if len(noisy) == len(utterance.audio):
                 examples.append(utterance_to_example(noisy, utterance.targets, extractor))
     return examples
+
+
+def save_examples(examples: list[Example], path: Path) -> None:
+    """The built corpus as one .npz, so a second training run skips synthesis."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(path, lengths=np.array([len(e.features) for e in examples]),
+             features=np.concatenate([e.features for e in examples]), arkit=np.concatenate([e.arkit for e in examples]),
+             viseme=np.concatenate([e.viseme for e in examples]),
+             voice_active=np.concatenate([e.voice_active for e in examples]))
+
+
+def load_examples(path: Path) -> list[Example]:
+    data = np.load(path)
+    bounds = np.concatenate([[0], np.cumsum(data["lengths"])])
+    arrays = {k: data[k] for k in ("features", "arkit", "viseme", "voice_active")}
+    return [Example(**{k: v[a:b] for k, v in arrays.items()}) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def load_onnx_weights(net, path: Path) -> None:
+    """Warm start: copy a previously exported face model's weights (same channels and depth) into `net`.
+
+    torch.onnx.export stores each Linear as a transposed MatMul constant, in module order.
+    """
+    import onnx
+    import torch
+    from onnx import numpy_helper
+
+    tensors = {t.name: numpy_helper.to_array(t) for t in onnx.load(str(path)).graph.initializer}
+    matmuls = [tensors[name] for name in sorted((n for n in tensors if n.startswith("onnx::MatMul_")),
+                                                key=lambda n: int(n.rsplit("_", 1)[1]))]
+    linears = [net.inp] + [layer for block in net.blocks for layer in (block.temporal, block.mix)] + [net.head]
+    if len(matmuls) != len(linears):
+        raise ValueError(f"{path}: {len(matmuls)} weight matrices, the network has {len(linears)}")
+    with torch.no_grad():
+        for linear, weight in zip(linears, matmuls):
+            linear.weight.copy_(torch.from_numpy(weight.T.copy()))
+        for name, parameter in net.named_parameters():
+            if name.endswith("bias"):
+                parameter.copy_(torch.from_numpy(tensors[f"net.{name}"].copy()))
+        for name in ("feature_mean", "feature_std"):
+            getattr(net, name).copy_(torch.from_numpy(tensors[f"net.{name}"].copy()))
 
 
 def feature_statistics(examples: list[Example]) -> tuple[np.ndarray, np.ndarray]:
@@ -167,8 +213,10 @@ def face_loss(net, batch, shape_weights, closure: int):
     return total, parts
 
 
-def train(config: TrainConfig, log=print, examples: list[Example] | None = None, corpus_s: float = 0.0):
-    """Train a FaceNet (on `examples`, else a corpus built here); returns (net, training summary dict)."""
+def train(config: TrainConfig, log=print, examples: list[Example] | None = None, corpus_s: float = 0.0,
+          init: Path | None = None):
+    """Train a FaceNet (on `examples`, else a corpus built here; from `init`'s weights when given);
+    returns (net, training summary dict)."""
     import torch
 
     from assets.model.net import FaceNet
@@ -186,6 +234,9 @@ def train(config: TrainConfig, log=print, examples: list[Example] | None = None,
     mean, std = feature_statistics(examples)
     net.feature_mean.copy_(torch.from_numpy(mean))
     net.feature_std.copy_(torch.from_numpy(std))
+    if init is not None:
+        load_onnx_weights(net, init)
+        config = config.with_lr(config.lr / 2)  # fine-tuning: a gentler start keeps what the weights know
     shape_weights = torch.from_numpy(mouth_weights())
     closure = closure_class()
     optimizer = torch.optim.AdamW(net.parameters(), lr=config.lr, weight_decay=1e-4)
@@ -224,6 +275,7 @@ def train(config: TrainConfig, log=print, examples: list[Example] | None = None,
         "parameters": sum(p.numel() for p in net.parameters()),
         "receptive_field_ms": net.receptive_field_frames * 10,
         "lookahead_ms": net.lookahead * 10,
+        "warm_start": str(init) if init else None,
     }
     return net, summary
 
@@ -243,12 +295,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--minutes", type=float, help="training time budget per model (default 14, tiny 0.5)")
     parser.add_argument("--report", type=Path, help="model report path (.md; .json beside it); default docs/")
     parser.add_argument("--checkpoint", type=Path, help="where the torch checkpoint goes (default build/)")
+    parser.add_argument("--init", type=Path, help="warm start both models from this exported face model (.onnx)")
+    parser.add_argument("--corpus-cache", type=Path, help="reuse (or create) the built corpus here (.npz)")
     args = parser.parse_args(argv)
     config = TrainConfig.tiny() if args.tiny else TrainConfig(minutes=14.0)
     if args.minutes is not None:
         config.minutes = args.minutes
     started = time.perf_counter()
-    examples = build_examples(config.n_train, config.seed, held_out=False, augmented_copies=config.n_augmented_copies)
+    if args.corpus_cache and args.corpus_cache.is_file():
+        examples = load_examples(args.corpus_cache)
+    else:
+        examples = build_examples(config.n_train, config.seed, held_out=False,
+                                  augmented_copies=config.n_augmented_copies)
+        if args.corpus_cache:
+            save_examples(examples, args.corpus_cache)
     corpus_s = time.perf_counter() - started
     print(f"corpus built in {corpus_s:.0f} s", flush=True)
 
@@ -257,11 +317,11 @@ def main(argv: list[str] | None = None) -> None:
 
     checkpoint = args.checkpoint or Path("build/face_model") / ("face_tiny.pt" if args.tiny else "face.pt")
     live_config = config.with_lookahead(LIVE_LOOKAHEAD)
-    live, summary = train(live_config, examples=examples, corpus_s=corpus_s)
+    live, summary = train(live_config, examples=examples, corpus_s=corpus_s, init=args.init)
     save_checkpoint(live, live_config, checkpoint)
     paths = export_all(live, args.out)
     offline_config = config.with_lookahead(OFFLINE_LOOKAHEAD)
-    offline, offline_summary = train(offline_config, examples=examples, corpus_s=corpus_s)
+    offline, offline_summary = train(offline_config, examples=examples, corpus_s=corpus_s, init=args.init)
     save_checkpoint(offline, offline_config, checkpoint.with_name(checkpoint.stem + "_offline.pt"))
     paths["offline"] = export_fp32(offline, Path(args.out) / "face_offline.onnx")
     summary["offline_model"] = {k: v for k, v in offline_summary.items() if k in ("train_steps", "train_s",

@@ -12,6 +12,7 @@ from studio.engine.motion import HOP_S
 from studio.engine.sources import ENGINE_RATE, AudioSource
 
 OPEN_MOUTH = 0.1  # mouth_openness above this counts as "the mouth opened"
+PHASE_STEPS_MS = (0, 2, 4, 6, 8)  # where a burst's onset falls within a 10 ms hop, stepped over the trials
 HOP = int(ENGINE_RATE * HOP_S)
 
 
@@ -192,6 +193,12 @@ def speech_to_frame(present: Callable | None = None, trials: int = 10, monitor: 
     `_from_capture` starts the clock when the onset reaches the capture callback instead: the studio's
     own share, without the audio device's loopback (`_device_loopback_ms`, which a PulseAudio null
     sink's monitor sets per connection, anywhere from ~10 to ~60 ms).
+
+    The onset's place within the engine's 10 ms hop is stepped over the trials (0, 2, 4, 6, 8 ms of
+    extra silence before the burst). The opening mouth can dwell near OPEN_MOUTH for a few hops, and
+    whether it crosses the threshold a few hops earlier or later depends on that sub-hop phase; left to
+    chance, the phase followed the measuring loop's own timing, which is why a 30 ms `present()` (even
+    a plain sleep) used to move the median first-open frame 20-40 ms later in media time.
     """
     from studio.engine.pipeline import Engine
     from studio.engine.sources import MicrophoneSource
@@ -223,8 +230,12 @@ def speech_to_frame(present: Callable | None = None, trials: int = 10, monitor: 
         engine.start()
         try:
             engine.speaker.open()
-            burst = engine.speaker.prepare(speech_like(0.6, rate), rate)
-            for _ in range(trials):
+            bursts = [engine.speaker.prepare(np.concatenate([np.zeros(rate * phase_ms // 1000, np.float32),
+                                                             speech_like(0.6, rate)]), rate)
+                      for phase_ms in PHASE_STEPS_MS]
+            for trial in range(trials):
+                burst = bursts[trial % len(bursts)]
+                lead_s = PHASE_STEPS_MS[trial % len(bursts)] / 1000.0  # silence before the onset
                 time.sleep(0.8)  # silence: the mouth settles
                 queue.drain()
                 microphone.sound_at, microphone.armed = None, True
@@ -242,11 +253,11 @@ def speech_to_frame(present: Callable | None = None, trials: int = 10, monitor: 
                     if present is not None:
                         present(frame)
                     now = time.monotonic()
-                    latencies.append((now - clip.started_at) * 1000.0)
+                    latencies.append((now - clip.started_at - lead_s) * 1000.0)
                     depicted.append((frame.media_time_s - sound_media) * 1000.0)
                     if arrived is not None:
                         from_capture.append((now - arrived) * 1000.0)
-                        loopback.append((arrived - clip.started_at) * 1000.0)
+                        loopback.append((arrived - clip.started_at - lead_s) * 1000.0)
                     break
                 microphone.armed = False
                 while not clip.done and time.monotonic() < deadline:

@@ -105,14 +105,17 @@ class StreamingAnalysis:
     future), and motion; `push()` returns the frames whose hops are all known, `finish()` the rest.
     """
 
-    def __init__(self, fps: float = 60, model_variant: str | None = None, style: MotionStyle | None = None) -> None:
+    def __init__(self, fps: float = 60, model_variant: str | None = None, style: MotionStyle | None = None,
+                 face_only: bool = False) -> None:
+        """`face_only`: the caller keeps only the face weights (a CSV), so arms and fingers stay at rest."""
         from studio.engine.face_model import FaceModel
 
         self.fps = _check_fps(fps)
         self.model = FaceModel(model_variant or offline_variant())
         self.features = LogMelExtractor()
         self.prosody = ProsodyTracker()
-        self.motion = MotionGenerator(style or MotionStyle())
+        body = ("head_torso", "fixed") if face_only else ("full", "articulated")
+        self.motion = MotionGenerator(style or MotionStyle(), *body)
         self.gate = MouthGate(opened=False)
         self.samples = 0
         self._skip = self.model.lookahead_frames  # model outputs that depict time before 0
@@ -248,10 +251,11 @@ class StreamingAnalysis:
 
 
 def stream_frame_blocks(path_or_array, fps: float = 60, sample_rate: int | None = None,
-                        model_variant: str | None = None, style: MotionStyle | None = None) -> Iterator[FrameBlock]:
+                        model_variant: str | None = None, style: MotionStyle | None = None,
+                        face_only: bool = False) -> Iterator[FrameBlock]:
     """A recording through the offline analysis, block by block, never holding the whole file."""
     chunks = engine_chunks(path_or_array, sample_rate)
-    analysis = StreamingAnalysis(fps, model_variant, style)
+    analysis = StreamingAnalysis(fps, model_variant, style, face_only=face_only)
     for chunk in chunks:
         block = analysis.push(chunk)
         if block is not None:
@@ -417,7 +421,7 @@ def lipsync_command(audio: str, out: str, fps: float = 60, style: MotionStyle | 
     try:
         fps = _check_fps(fps)
         _check_csv_target(Path(out))
-        rows = write_arkit_csv_blocks(stream_frame_blocks(audio, fps=fps, style=style), out, fps)
+        rows = write_arkit_csv_blocks(stream_frame_blocks(audio, fps=fps, style=style, face_only=True), out, fps)
     except (ValueError, OSError) as error:
         print(f"lipsync: {error}", file=sys.stderr)
         return 2

@@ -155,6 +155,14 @@ class SpeakerOutput:
         self._queued = clip
         return clip
 
+    def play_clip(self, clip: SpeakerClip) -> SpeakerClip:
+        """Queue a clip built for this speaker (e.g. a live monitor clip that fills its own blocks)."""
+        self.open()
+        if clip.rate != self.sample_rate:
+            raise ValueError(f"SpeakerOutput.play_clip: clip at {clip.rate} Hz, the speaker runs at {self.sample_rate}")
+        self._queued = clip
+        return clip
+
     def cut(self, clip: SpeakerClip | None = None) -> None:
         """Fade out the playing clip (only if it is `clip`, when given); silence follows."""
         queued = self._queued
@@ -227,6 +235,9 @@ class SpeakerOutput:
             outdata[:] = 0.0
 
     def _copy(self, clip: SpeakerClip, outdata, offset: int, frames: int, dac: float) -> int:
+        fill = getattr(clip, "fill", None)
+        if fill is not None:  # a live clip (the voice monitor) writes its own block
+            return fill(outdata, offset, frames, dac)
         position = clip.handed
         count = min(frames - offset, clip.frames - position)
         if count > 0:
@@ -243,6 +254,13 @@ class SpeakerOutput:
         return offset + max(count, 0)
 
     def _fade_out(self, clip: SpeakerClip, outdata, frames: int, dac: float) -> int:
+        fill = getattr(clip, "fill", None)
+        if fill is not None:
+            count = min(len(self._ramp), frames)
+            fill(outdata, 0, count, dac)
+            outdata[:count] *= self._ramp[:count]
+            clip.cut = clip.done = True
+            return count
         position = clip.handed
         count = min(len(self._ramp), frames, clip.frames - position)
         if count > 0:

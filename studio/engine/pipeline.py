@@ -24,6 +24,7 @@ from studio.avatar.arkit import ARKIT_NAMES, NUM_ARKIT
 from studio.engine import alsa
 from studio.engine.anchor import AnchorStage, SpatialAnchor
 from studio.engine.features import LogMelExtractor
+from studio.engine.monitor import MAX_DELAY_S, VoiceMonitor
 from studio.engine.motion import (
     AUDIBLE_DB,
     HOP_S,
@@ -75,6 +76,11 @@ class ExpressionLayer:
     def apply(self, arkit: np.ndarray) -> np.ndarray:
         out = np.multiply(arkit, self.gains, dtype=np.float32)
         return np.minimum(np.maximum(out, 0.0, out=out), self.caps, out=out)
+
+
+def _is_live(source: AudioSource) -> bool:
+    """A device stream (no known length, no phonemes): the only kind whose voice the monitor plays."""
+    return source.duration_s is None and source.phonemes is None
 
 
 class LatestFrameSlot:
@@ -218,6 +224,9 @@ class Engine:
         self._needs_activation = True
         self.speaker = SpeakerOutput()
         self.telemetry.counter_sources["audio"] = self.audio_counters
+        self.monitor = VoiceMonitor()  # the delayed voice for A/V sync (live input only, off by default)
+        self.monitor_enabled = False
+        self._needs_monitor_update = False
 
     # ------------------------------------------------------------ control (any thread)
 
@@ -330,6 +339,51 @@ class Engine:
         """Sound problems so far: speaker blocks that ran dry, alsa-lib's xrun reports (in and out)."""
         return {"output_underruns": self.speaker.underruns, "alsa_xruns": alsa.messages.xruns}
 
+    def set_monitor(self, enabled: bool, offset_ms: float | None = None) -> None:
+        """Play the live input's voice, delayed by the measured latency plus `offset_ms`, so a viewer hears
+        it with the frames that show it; takes effect on the engine thread (now, or when a live source starts)."""
+        if offset_ms is not None:
+            if not -MAX_DELAY_S * 1000 <= offset_ms <= MAX_DELAY_S * 1000:
+                raise ValueError(f"monitor offset {offset_ms} ms is out of range; allowed ±{MAX_DELAY_S * 1000:g}")
+            self.monitor.offset_ms = float(offset_ms)
+        self.monitor_enabled = bool(enabled)
+        self._needs_monitor_update = True
+        self._wake.set()
+
+    def presentation_media_time(self) -> float:
+        """The media time a viewport should show now: the audio heard now or, while the voice monitor plays,
+        a fixed delay behind it (a jitter buffer: a frame the engine finished late is still shown on time)."""
+        now = self.media_time_now()
+        if self.monitor.clip is None:
+            return now
+        latest = self.slot.latest()
+        if latest is not None:
+            self.monitor.note_lag(now - latest.media_time_s)
+        return now - self.monitor.video_delay_s
+
+    def note_presented(self, picked_at: float, presented_at: float | None = None) -> None:
+        """A viewport picked a frame (monotonic `picked_at`, with `presentation_media_time`) and showed it at
+        `presented_at` (now when None): the render/present cost the voice monitor adds to its delay."""
+        if self.monitor.clip is not None:
+            self.monitor.note_render((presented_at or time.monotonic()) - picked_at)
+
+    def _update_monitor(self) -> None:
+        self._needs_monitor_update = False
+        source = self._source
+        clip = self.monitor.clip
+        if not (self.monitor_enabled and source is not None and _is_live(source)):
+            if clip is not None:
+                self.speaker.cut(clip)
+                self.monitor.clip = None
+            return
+        if clip is not None and not clip.done:
+            return
+        try:
+            self.speaker.open()
+            self.speaker.play_clip(self.monitor.attach(self.speaker.sample_rate, self.speaker.channels))
+        except AudioDeviceError:  # no output: nothing to monitor on; speaker.status says why
+            self.monitor.clip = None
+
     def media_time_now(self) -> float:
         """The session media time being heard now, per the active source's clock (for presentation)."""
         source = self._source
@@ -369,6 +423,8 @@ class Engine:
                 self._source.stop()
                 self._source.data_event = None
             self._activate(source)
+        if self._needs_monitor_update:
+            self._update_monitor()
         if self._source_active():
             self._process_source()
             wait = self._source_wait_s()
@@ -424,6 +480,7 @@ class Engine:
             source.start()  # first: its sound is on its way while the phoneme track is built
         except Exception as error:  # a source that cannot start leaves the engine idle, saying why
             self.source_error = f"{source.name}: {error}"
+        self._update_monitor()
         if source.phonemes is not None and source.duration_s is not None:
             from studio.speech.visemes import phoneme_track
 
@@ -444,6 +501,8 @@ class Engine:
             self.source_error = f"{source.name}: {error}"
             samples = np.zeros(0, np.float32)
         capture_ms = (time.perf_counter() - begin) * 1000.0
+        if self.monitor.clip is not None and samples.size:
+            self.monitor.feed(start, samples, source.clock)
         self.status = self.source_error or source.status
         if source.error is not None or self.source_error is not None:
             self._idle_anchor = (self._media_now, self.monotonic())

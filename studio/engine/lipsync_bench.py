@@ -1,0 +1,88 @@
+"""`lipsync` speed and memory on long files: the real command in a fresh process, one core.
+
+The test file is spoken English (espeak-ng sentences, tiled) at 48 kHz, written in chunks so
+the bench itself stays small. Speed includes the process start-up (imports, model load) as a
+user waits for it; peak RSS is the child's own high-water mark (`wait4` rusage).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+BENCH_RATE = 48000
+
+
+def write_speech_file(path: Path, minutes: float, rate: int = BENCH_RATE) -> Path:
+    """A WAV of `minutes` of speech, written a few seconds at a time."""
+    import soundfile
+
+    from studio.engine.sources import resample_clip
+    from studio.speech.espeak import EspeakSynth
+
+    lines = ("Bob met Pam by the maple tree.", "Would you move to Oslo?", "The quick brown fox jumps over the lazy dog.",
+             "We will meet at noon, if the weather is fine.", "Please pass me a cup of warm milk.")
+    synth = EspeakSynth("en-us")
+    pieces = []
+    for line in lines:
+        clip = synth.synthesize(line)
+        pieces.append(resample_clip(clip.audio, clip.sample_rate, rate))
+        pieces.append(np.zeros(int(0.4 * rate), np.float32))
+    loop = np.concatenate(pieces).astype(np.float32)
+    total = int(minutes * 60 * rate)
+    with soundfile.SoundFile(str(path), "w", samplerate=rate, channels=1, subtype="PCM_16") as out:
+        written = 0
+        while written < total:
+            block = loop[: total - written]
+            out.write(block)
+            written += len(block)
+    return path
+
+
+def _run_measured(command: list[str]) -> tuple[int, float, float, str]:
+    """(exit code, wall s, peak RSS MB, stderr) of a child pinned to one core."""
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    core = min(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+
+    def one_core() -> None:
+        if core is not None:
+            os.sched_setaffinity(0, {core})
+
+    started = time.perf_counter()
+    child = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             preexec_fn=one_core)
+    stderr = child.stderr.read().decode(errors="replace")
+    _, status, usage = os.wait4(child.pid, 0)
+    wall = time.perf_counter() - started
+    child.returncode = os.waitstatus_to_exitcode(status)
+    return child.returncode, wall, usage.ru_maxrss / 1024.0, stderr
+
+
+def bench_lipsync(minutes: tuple[float, ...] = (4.0, 20.0)) -> dict:
+    """`lipsync_realtime_factor` on the first length, `lipsync_peak_rss_{N}min_mb` for each."""
+    figures: dict[str, object] = {}
+    with tempfile.TemporaryDirectory(prefix="lipsync-bench-") as scratch:
+        for length in minutes:
+            audio = write_speech_file(Path(scratch) / f"speech_{length:g}min.wav", length)
+            out = Path(scratch) / "out.csv"
+            code, wall, rss, stderr = _run_measured(
+                [sys.executable, "-m", "widgets.app", "lipsync", str(audio), "--out", str(out), "--fps", "60"])
+            if code != 0:
+                figures[f"lipsync_{length:g}min_error"] = (stderr.strip().splitlines() or [f"exit {code}"])[-1]
+                continue
+            if length == minutes[0]:
+                figures["lipsync_realtime_factor"] = round(length * 60 / wall, 1)
+                figures["lipsync_wall_s"] = round(wall, 2)
+            figures[f"lipsync_peak_rss_{length:g}min_mb"] = round(rss, 1)
+            audio.unlink()
+            out.unlink(missing_ok=True)
+    from studio.engine.offline import offline_variant
+
+    figures["lipsync_model"] = offline_variant()
+    return figures
