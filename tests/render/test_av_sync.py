@@ -84,8 +84,11 @@ def test_monitored_voice_and_rendered_frames_line_up(feed_sink, tmp_path, synthe
             assert engine.monitor.clip is not None, engine.speaker.status
             player = subprocess.Popen(["pacat", "--playback", "-d", feed_sink, "--raw", "--format=float32le",
                                        f"--rate={RATE}", "--channels=1", "--latency-msec=10", str(raw)])
-            end = time.monotonic() + len(clicks) / RATE + 1.0
-            while time.monotonic() < end:  # present as the studio does
+            end = time.monotonic() + len(clicks) / RATE + 2.0
+            tick = time.monotonic()
+            while time.monotonic() < end:  # present as the studio does, at up to 60 Hz
+                tick += 1 / 60
+                time.sleep(max(0.0, tick - time.monotonic()))
                 picked = time.monotonic()
                 frame = engine.slot.get(engine.presentation_media_time())
                 if frame is not None:
@@ -93,7 +96,6 @@ def test_monitored_voice_and_rendered_frames_line_up(feed_sink, tmp_path, synthe
                     now = time.monotonic()
                     engine.note_presented(picked, now)
                     presented.append((now, frame.media_time_s, float(mouth_openness(frame.arkit))))
-                time.sleep(0.004)
     finally:
         if player is not None:
             player.wait(timeout=30)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 UNIT = re.compile(r"_(ms|fps|s|pct|mb|px)(_|$)")
-COUNT = re.compile(r"(_count|_trials|_frames|_utterances|_intervals|_vertices|_triangles|_mae)$")
+COUNT = re.compile(r"(_count|_trials|_frames|_utterances|_intervals|_vertices|_triangles|_mae|_factor)$")
 
 
 def _numeric_leaves(tree: dict, prefix: str = ""):
