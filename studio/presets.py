@@ -211,16 +211,27 @@ class Persona(_Strict):
                 raise ValueError(f"cue_lines[{i}]: {error}") from None
         return lines
 
+    @field_validator("expressions")
+    @classmethod
+    def _expression_names(cls, values: dict) -> dict:
+        for name in values:
+            if not name.strip() or len(name) > 40 or any(c in name for c in "/\\:"):
+                raise ValueError(f"expression name {name!r} is not allowed; use 1..40 characters without / \\ :")
+        return values
+
     @model_validator(mode="after")
     def _hotkeys_bind_known_expressions_once(self) -> Persona:
+        from studio.hotkeys import normalise_key  # studio.hotkeys imports this module
+
         seen: dict[str, str] = {}
         for expression, key in self.hotkeys.items():
             if expression not in self.expressions:
                 raise ValueError(f"hotkeys: {expression!r} is not one of this persona's expressions "
                                  f"({', '.join(self.expressions) or 'none'})")
-            normalised = key.strip().lower()
-            if not normalised:
-                raise ValueError(f"hotkeys: {expression!r} has an empty key")
+            try:
+                normalised = normalise_key(key)
+            except PresetError as error:
+                raise ValueError(f"hotkeys: {expression!r}: {error}") from None
             if normalised in seen:
                 raise ValueError(f"hotkeys: key {key!r} is bound twice ({seen[normalised]!r} and {expression!r})")
             seen[normalised] = expression

@@ -29,6 +29,8 @@ def test_a_version_1_persona_migrates_and_saves_as_the_current_version(tmp_path)
         ("name: p\nexpressions: {grin: {weights: {mouthGrin: 1}}}\n", "unknown ARKit shape 'mouthGrin'"),
         ("name: p\nexpressions: {a: {}, b: {}}\nhotkeys: {a: '1', b: '1'}\n", "key '1' is bound twice"),
         ("name: p\nhotkeys: {ghost: '5'}\n", "'ghost' is not one of this persona's expressions"),
+        ("name: p\nexpressions: {a: {}}\nhotkeys: {a: 'Hyper+Q'}\n", "hotkey 'Hyper+Q' is not allowed"),
+        ("name: p\nexpressions: {'a/b': {}}\n", "expression name 'a/b' is not allowed"),
         ("schema_version: 3\nname: p\n", "field 'schema_version' = 3: allowed 1..2"),
     ],
 )

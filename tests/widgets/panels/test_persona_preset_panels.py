@@ -26,7 +26,10 @@ def test_edits_preview_at_once_are_marked_unsaved_and_save_or_revert(studio_wind
     window = studio_window()
     panel = window.panels.persona_panel
     assert "unsaved" not in panel.title.text() and not panel.save_button.isEnabled()
+    changes = []
+    window.panels.persona_doc.changed.connect(changes.append)
     panel.rate.setValue(220)
+    assert len(changes) == 1, "the panel's redraw does not echo the value back into the persona"
     assert window.persona.voice.rate_wpm == 220 and "unsaved" in panel.title.text()
     shirt = window.avatar.part_mask("body")
     assert panel.set_color("skin", (0.2, 0.3, 0.9))
