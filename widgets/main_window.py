@@ -419,10 +419,11 @@ class MainWindow(QMainWindow):
         self.engine.stop()
 
     def _on_engine_state(self, state: str) -> None:
-        self.source_label.setText(f"Source: {state}")
+        self.source_label.setText(f"Source: {state.split(' — ')[0]}")  # the reason goes to a dialog, whole
+        self.source_label.setToolTip(state)
         self.microphone_action.setChecked(state.startswith("microphone"))
-        if state.startswith("idle — "):
-            self.statusBar().showMessage(state[len("idle — "):], 8000)
+        if state.startswith("idle — "):  # a source that failed: a dialog the user can read, not a passing status
+            self.report_error("Speech", state[len("idle — "):])
 
     # --- dialogs (thin: each calls a method above that tests drive directly) -----------------------
 

@@ -393,7 +393,11 @@ class EngineController:
         try:
             source = make_source(_sources_module())
         except Exception as error:  # noqa: BLE001 - a bad device, file or voice must not take the window down
-            self._set_state(self._idle_state(f"{description} failed: {error}"))
+            from studio.engine.sources import AudioInputError
+
+            # a bad audio file's message names the file and what works already: said once, not after the source name
+            reason = str(error) if isinstance(error, AudioInputError) else f"{description} failed: {error}"
+            self._set_state(self._idle_state(reason))
             return False
         engine.set_source(source)
         self._source = source

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from studio.engine.sources import AudioInputError
+from studio.engine.sources import AudioInputError, not_audio
 
 CHUNK_S = 0.5
 
@@ -42,11 +42,11 @@ class AudioFileStream:
             raise AudioInputError(f"{self.path}: cannot decode audio, PyAV is not installed ({error})") from None
         try:
             container = av.open(str(self.path))
-        except Exception as error:  # PyAV raises many FFmpeg error types
-            raise AudioInputError(f"{self.path}: not a readable audio file ({_reason(error)})") from None
+        except Exception:  # PyAV raises many FFmpeg error types
+            raise not_audio(self.path) from None
         if not container.streams.audio:
             container.close()
-            raise AudioInputError(f"{self.path}: not a readable audio file (it has no audio stream)")
+            raise not_audio(self.path, "holds no audio (a video or data file without sound)")
         return container
 
     def _probe(self) -> tuple[int, int, float | None]:
@@ -64,8 +64,8 @@ class AudioFileStream:
                 duration = container.duration / 1_000_000
             try:
                 first = next(iter(container.decode(stream)), None)
-            except Exception as error:
-                raise AudioInputError(f"{self.path}: not a readable audio file ({_reason(error)})") from None
+            except Exception:
+                raise not_audio(self.path, "is damaged or not audio: its first sound cannot be decoded") from None
             if first is None:
                 raise AudioInputError(f"{self.path}: contains no audio samples (truncated or empty)")
         return rate, channels, duration
@@ -107,9 +107,9 @@ class AudioFileStream:
                     held += pending[-1].shape[1]
             except AudioInputError:
                 raise
-            except Exception as error:  # the file is damaged part-way through
+            except Exception:  # the file is damaged part-way through
                 at = produced / rate
-                raise AudioInputError(f"{self.path}: decoding failed after {at:.1f} s ({_reason(error)})") from None
+                raise AudioInputError(f"{self.path} is damaged: its audio stops decoding after {at:.1f} s") from None
         while held:
             out, pending, held = _take(pending, held, limit)
             produced += out.shape[1]
@@ -137,8 +137,3 @@ def _take(pending: list[np.ndarray], held: int, limit: int) -> tuple[np.ndarray,
     joined = pending[0] if len(pending) == 1 else np.concatenate(pending, axis=1)
     out, rest = joined[:, :limit], joined[:, limit:]
     return out, ([rest] if rest.shape[1] else []), rest.shape[1]
-
-
-def _reason(error: Exception) -> str:
-    text = str(error).strip() or type(error).__name__
-    return text.splitlines()[0][:200]

@@ -41,6 +41,17 @@ class AudioInputError(ValueError):
     """An audio file that cannot be used: missing, truncated, not audio, or empty."""
 
 
+READABLE_AUDIO = "WAV, FLAC, OGG, MP3 or M4A (or another audio file FFmpeg reads)"
+
+
+def not_audio(path: str | Path, what: str = "is not an audio file") -> AudioInputError:
+    """The plain sentence for a file that holds no audio we can decode: what it is not and what works.
+
+    The decoder's own text (`[Errno 1094995529] Invalid data found ...`) tells a person nothing.
+    """
+    return AudioInputError(f"{path} {what}; use {READABLE_AUDIO}")
+
+
 class AudioDeviceError(ValueError):
     """An audio device that does not exist or cannot be opened."""
 
@@ -232,12 +243,12 @@ def load_audio(path: str | Path) -> tuple[np.ndarray, int]:
         import soundfile
 
         audio, rate = soundfile.read(str(path), dtype="float32", always_2d=True)
-    except Exception as error:  # libsndfile cannot read it: maybe PyAV can (mp3, m4a, ...)
-        reason = str(error)
-        audio, rate, av_reason = _decode_with_av(path)
-        reason = av_reason if audio is None else ""
+    except Exception:  # libsndfile cannot read it: maybe PyAV can (mp3, m4a, ...)
+        audio, rate, reason = _decode_with_av(path)
     if audio is None:
-        raise AudioInputError(f"{path}: not a readable audio file ({reason})")
+        if reason.startswith("PyAV is not installed"):
+            raise AudioInputError(f"{path}: cannot decode it, {reason}")
+        raise not_audio(path)
     if audio.shape[0] == 0:
         raise AudioInputError(f"{path}: contains no audio samples (truncated or empty)")
     if rate <= 0:

@@ -151,7 +151,8 @@ def test_a_good_avatar_file_replaces_the_avatar(open_window, tmp_path):
 def test_speech_without_an_engine_keeps_the_idle_animation_and_says_so(open_window):
     window = open_window()
     assert window.speak_text("Hello there") is False
-    assert "speech engine unavailable" in window.source_label.text()
+    assert window.source_label.text() == "Source: idle"
+    assert "speech engine unavailable" in window.source_label.toolTip() and "speech engine unavailable" in window.last_error
     assert "speech engine unavailable" in window.statusBar().currentMessage()
     before = window.current_frame
     window.present()
