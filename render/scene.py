@@ -192,6 +192,13 @@ class AvatarView:
         if self.background == "studio":
             self.shadow.set_center(float(state.transl[0]), float(state.transl[2]))
 
+    def set_lod(self, model: AvatarModel, mesh: AvatarMesh) -> None:
+        """Draw another level of detail of the same avatar (camera, framing and background stay)."""
+        self.avatar.set_avatar(model, self._betas, mesh)
+        self.avatar.set_state(self._state)
+        self._cpu_mesh = None
+        self.canvas.update()
+
     def set_cloth(self, regions: tuple[str, ...]) -> None:
         """Which cloth springs run (studio.precision's cloth level)."""
         self.avatar.set_cloth(regions)

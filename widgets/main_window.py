@@ -45,11 +45,12 @@ from widgets.latency_dock import LatencyPanel  # noqa: E402
 from widgets.level_meter import LevelMeter  # noqa: E402
 from widgets.models import DEFAULT_LATENCY_TARGET_MS, EngineController, FpsMeter, InspectorModel, LatencyModel  # noqa: E402
 from widgets.panels.studio_panels import StudioPanels  # noqa: E402
+from widgets.preset_control import PresetController  # noqa: E402
 from widgets.settings import LayoutError, WindowLayout, default_layout_path, load_layout, save_layout  # noqa: E402
 from widgets.take_browser import RecordingController  # noqa: E402
 from widgets.viewport import CAMERA_FRAMINGS, Viewport  # noqa: E402
 
-PRESENT_INTERVAL_MS = 16
+DEFAULT_PRESENT_FPS = 30.0  # without a preset; a preset sets its own (never faster than it asks)
 STATUS_INTERVAL_MS = 500
 TELEMETRY_INTERVAL_MS = 100
 DEFAULT_SIZE = (1440, 900)
@@ -188,6 +189,8 @@ class MainWindow(QMainWindow):
 
         self._build_status_bar()
         self._build_menus()
+        self._present_fps = DEFAULT_PRESENT_FPS
+        self.presets = PresetController(self)
         self.panels = StudioPanels(self, preset)
         self.engine.state_changed.connect(self._on_engine_state)
         self._update_avatar_label()
@@ -197,7 +200,8 @@ class MainWindow(QMainWindow):
         if persist_layout:
             self.restore_layout()
 
-        self.present_timer = self._start_timer(PRESENT_INTERVAL_MS, self.present, Qt.TimerType.PreciseTimer)
+        self.present_timer = self._start_timer(round(1000.0 / self._present_fps), self.present, Qt.TimerType.PreciseTimer)
+        self.presets.apply(self.panels.preset_doc.item)
         self.status_timer = self._start_timer(STATUS_INTERVAL_MS, self._update_status)
         self.telemetry_timer = self._start_timer(TELEMETRY_INTERVAL_MS, self._update_telemetry)
         self.present()
@@ -295,6 +299,17 @@ class MainWindow(QMainWindow):
         self._action(help_menu, "&About Avatar Studio", self._about)
 
     # --- presentation ---------------------------------------------------------------------------
+
+    def apply_preset(self, preset: Preset) -> None:
+        """Make this the running preset (the preset panel shows it): module levels, rates, LOD, fps and
+        latency target switch live (widgets.preset_control)."""
+        self.panels.preset_doc.load(preset)
+
+    def set_present_fps(self, fps: float) -> None:
+        """Present (and so render) at most this often: the preset's fps."""
+        self._present_fps = float(fps)
+        if hasattr(self, "present_timer"):
+            self.present_timer.setInterval(max(1, round(1000.0 / fps)))
 
     def presentation_time_s(self) -> float:
         return time.monotonic() - self._clock_origin
@@ -602,6 +617,7 @@ def run_gui(avatar_path: str | AvatarModel | None, preset: str | Preset | None =
     target_ms = loaded_preset.render.latency_target_ms if loaded_preset is not None else DEFAULT_LATENCY_TARGET_MS
     window = MainWindow(avatar, engine=EngineController(_engine_factory(loaded_preset, loaded_persona)),
                         latency_target_ms=target_ms, persona=loaded_persona, preset=loaded_preset)
+    window.presets.preload()
     window.show()
     for problem in (persona_problem, preset_problem, avatar_problem):
         if problem:

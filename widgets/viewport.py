@@ -20,6 +20,7 @@ from PySide6.QtWidgets import QVBoxLayout, QWidget
 from vispy import scene
 from vispy.gloo import gl
 
+from render.lod import LodLibrary
 from render.scene import BACKGROUNDS, CAMERA_FRAMINGS, AvatarView
 from studio.avatar.model import AvatarModel
 from studio.frame import FrameState
@@ -37,6 +38,9 @@ class Viewport(QWidget):
                                         parent=self, autoswap=False)
         self.view = AvatarView(self.canvas, avatar, background=background)
         self.avatar = avatar
+        self.lods = LodLibrary(avatar, self.view.avatar.mesh)
+        self.lod_key = self._wanted_lod = ("high", True)  # (level of detail, face kept whole) drawn / asked for
+        self.plan = None
         self.last_draw_ms = 0.0
         self.draw_count = 0
         self.drawn = Event()  # (monotonic time s, render/present ms) after every draw
@@ -59,8 +63,24 @@ class Viewport(QWidget):
         self.draw_count += 1
         self.drawn.emit(time.monotonic(), self.last_draw_ms)
 
+    def apply_plan(self, plan) -> None:
+        """Module levels the viewport draws (studio.precision.ModulePlan): cloth springs now, the mesh LOD
+        as soon as it is loaded (in the background; the current mesh stays until then)."""
+        self.plan = plan
+        self.view.set_cloth(plan.cloth_regions)
+        self._wanted_lod = self.lods.request(plan.lod, plan.keep_face_detail)
+        self._switch_lod_when_ready()
+
+    def _switch_lod_when_ready(self) -> None:
+        ready = self.lods.get(self._wanted_lod)
+        if ready is not None and self._wanted_lod != self.lod_key:
+            self.view.set_lod(*ready)
+            self.lod_key = self._wanted_lod
+
     def set_frame(self, state: FrameState) -> None:
         started = time.perf_counter()
+        if self._wanted_lod != self.lod_key:
+            self._switch_lod_when_ready()
         self.view.set_frame(state)
         self.canvas.update()
         self._upload_ms = (time.perf_counter() - started) * 1000.0
@@ -68,6 +88,10 @@ class Viewport(QWidget):
     def set_avatar(self, model: AvatarModel, betas=None) -> None:
         self.view.set_avatar(model, betas)
         self.avatar = model
+        self.lods = LodLibrary(model, self.view.avatar.mesh)
+        self.lod_key = self._wanted_lod = ("high", True)
+        if self.plan is not None:
+            self.apply_plan(self.plan)
         self.canvas.update()
 
     @property

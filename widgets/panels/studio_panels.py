@@ -291,9 +291,8 @@ class StudioPanels:
         return True
 
     def _preset_changed(self, preset: Preset) -> None:
-        self.window.latency_model.set_target(preset.render.latency_target_ms)
         try:
-            self.window.engine.configure(plan=plan_for(preset))
+            self.window.presets.apply(preset)
         except (ValueError, OSError) as error:
             self.report(self.preset_panel, f"Could not switch the engine to {preset.name!r}: {error}")
         if self.output is not None:
