@@ -12,7 +12,6 @@ from studio.presets import Persona, preset_by_name
 from widgets.main_window import MainWindow, _engine_factory
 from widgets.models import EngineController
 
-
 SPAN_MS = 1500  # underruns are compared over equal spans before and from the switch
 
 
