@@ -21,6 +21,7 @@ from studio.avatar.skeleton import JOINT_INDEX
 CLOTH_REGIONS = ("hair", "shirt", "left_sleeve", "right_sleeve")
 SUBSTEP_S = 1.0 / 120.0
 MAX_LAG_M = 0.012
+JUMP_S = 1.0  # a longer step between frames is a cut: the springs start again at rest
 
 
 @dataclass(frozen=True)
@@ -121,7 +122,7 @@ class ClothSim:
         if not self.regions:
             return self.offsets
         previous, self._time = self._time, float(time_s)
-        if previous is None or not 0.0 < time_s - previous <= 0.25:  # first frame, time went back, or a jump
+        if previous is None or not 0.0 < time_s - previous <= JUMP_S:  # first frame, time went back, or a jump
             for region in self.regions:
                 self._mass[region] = np.asarray(anchors[CLOTH_REGIONS.index(region)], np.float64).copy()
                 self._velocity[region] = np.zeros(3)

@@ -12,7 +12,8 @@ from studio.presets import Persona, preset_by_name
 from widgets.main_window import MainWindow, _engine_factory
 from widgets.models import EngineController
 
-SPAN_MS = 1500  # underruns are compared over equal spans before and from the switch
+SPAN_MS = 250  # underruns from the switch on are compared with equal spans before it
+SPANS_BEFORE = 8
 
 
 @pytest.fixture
@@ -37,23 +38,24 @@ def test_preset_switch_while_speaking_changes_model_lod_and_rates_within_a_secon
     engine = window.engine.engine
     qtbot.waitUntil(lambda: engine.work.inference_calls > 50 and engine.speaker.is_open, timeout=60000)
     assert (engine.model_variant, engine.fps, engine.plan.body_rate_hz) == ("fp32", 100.0, 50.0)
-    cloth_before = window.viewport.view.avatar.cloth.springs_stepped
-    assert cloth_before > 0  # default runs hair and shirt springs
-    underruns = engine.speaker.underruns
-    qtbot.wait(SPAN_MS)
-    underruns_before = engine.speaker.underruns - underruns  # on a busy shared machine the sound may break up anyway
+    qtbot.waitUntil(lambda: window.viewport.view.avatar.cloth.springs_stepped > 0, timeout=10000)  # hair, shirt
+    worst_before = 0  # on a busy shared machine the sound may break up anyway: the worst span before the switch
+    for _ in range(SPANS_BEFORE):
+        underruns = engine.speaker.underruns
+        qtbot.wait(SPAN_MS)
+        worst_before = max(worst_before, engine.speaker.underruns - underruns)
 
     underruns, calls = engine.speaker.underruns, engine.work.inference_calls
     window.apply_preset(performance)
     qtbot.waitUntil(lambda: (engine.model_variant, engine.fps, window.viewport.lod_key) == ("int8", 50.0, ("low", False)),
                     timeout=1000)
+    qtbot.wait(SPAN_MS)
+    assert engine.speaker.underruns - underruns <= worst_before  # the switch adds none (0 on a quiet machine)
     assert engine.plan.body_mode == "head_torso" and engine.plan.body_rate_hz == 25.0
     assert window.present_timer.interval() == 40  # 25 fps
     assert window.viewport.view.avatar.cloth.regions == ()
     qtbot.waitUntil(lambda: engine.work.inference_calls > calls + 25, timeout=5000)  # speech goes on, on the new model
     assert window.engine.state.startswith("file")  # the same session and source, never restarted
-    qtbot.wait(max(0, SPAN_MS - 1000))
-    assert engine.speaker.underruns - underruns <= underruns_before  # the switch adds no underrun (0 on a quiet machine)
     drawn = window.viewport.view.avatar.vertices_drawn
     qtbot.waitUntil(lambda: window.viewport.view.avatar.vertices_drawn > drawn, timeout=3000)
     assert window.viewport.view.avatar.mesh.rest.shape[0] < load_avatar(default_avatar_path()).num_vertices
