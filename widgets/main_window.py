@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (  # noqa: E402
     QMainWindow,
     QMessageBox,
     QSpinBox,
+    QVBoxLayout,
     QWidget,
 )
 
@@ -40,6 +41,7 @@ from studio.avatar.io import load_avatar, load_avatar_or_default  # noqa: E402
 from studio.avatar.model import AvatarFormatError, AvatarModel  # noqa: E402
 from studio.frame import FrameState  # noqa: E402
 from studio.presets import Persona, Preset, PresetError, Voice, persona_by_name, preset_by_name
+from widgets.av_sync import AvSyncBar  # noqa: E402
 from widgets.inspector import InspectorPanel, monospace_font  # noqa: E402
 from widgets.latency_dock import LatencyPanel  # noqa: E402
 from widgets.level_meter import LevelMeter  # noqa: E402
@@ -179,8 +181,14 @@ class MainWindow(QMainWindow):
         self.viewport.drawn.connect(self._on_drawn)
         self.inspector = InspectorPanel(self.inspector_model)
         self.latency = LatencyPanel(self.latency_model)
+        self.av_sync = AvSyncBar(self.engine)
+        latency_box = QWidget()
+        latency_layout = QVBoxLayout(latency_box)
+        latency_layout.setContentsMargins(0, 0, 0, 0)
+        latency_layout.addWidget(self.latency, 1)
+        latency_layout.addWidget(self.av_sync)
         self.inspector_dock = self._add_dock("Inspector", "inspectorDock", self.inspector, Qt.DockWidgetArea.RightDockWidgetArea)
-        self.latency_dock = self._add_dock("Latency", "latencyDock", self.latency, Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.latency_dock = self._add_dock("Latency", "latencyDock", latency_box, Qt.DockWidgetArea.BottomDockWidgetArea)
         self.setMinimumSize(*MINIMUM_SIZE)
         self.resize(*DEFAULT_SIZE)
         self.resizeDocks([self.inspector_dock], [340], Qt.Orientation.Horizontal)
@@ -328,6 +336,7 @@ class MainWindow(QMainWindow):
         self.panels.present(state)
 
     def _on_drawn(self, time_s: float, render_ms: float) -> None:
+        self.engine.note_presented(time_s)
         self.fps_meter.tick(time_s)
         self.latency_model.add_render_time(time_s, render_ms)
 

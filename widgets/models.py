@@ -7,6 +7,7 @@ so the logic works and is tested without a display; the Qt widgets only mirror i
 from __future__ import annotations
 
 import math
+import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -331,6 +332,8 @@ class EngineController:
         self.expression = None  # the expression stage every engine built here uses (the panels' mixer)
         self.plan = None  # the module plan switched to since start-up (preset panel)
         self.style = None  # the persona's motion style switched to since start-up
+        self.voice_monitor = (False, 0.0)  # (on, offset ms): the delayed voice for A/V sync
+        self._picked_at: float | None = None  # when the frame being presented was taken from the engine
 
     @property
     def running(self) -> bool:
@@ -366,6 +369,8 @@ class EngineController:
             engine.set_plan(self.plan)
         if self.style is not None:
             engine.set_style(self.style)
+        if hasattr(engine, "set_monitor"):
+            engine.set_monitor(*self.voice_monitor)
 
     def configure(self, expression=None, plan=None, style=None) -> None:
         """Use this expression stage, module plan or motion style now and in every engine built later."""
@@ -450,10 +455,33 @@ class EngineController:
         return source if source is not None and isinstance(source, _sources_module().MicrophoneSource) else None
 
     def latest_frame(self) -> FrameState | None:
-        """The engine's frame for the media time being heard now, or None (never waits)."""
+        """The engine's frame for the media time to show now (heard now, or a fixed delay behind it while the
+        voice monitor plays), or None (never waits)."""
         if not self.running:
             return None
-        return self.engine.slot.get(self.engine.media_time_now())
+        self._picked_at = time.monotonic()
+        timing = getattr(self.engine, "presentation_media_time", None) or self.engine.media_time_now
+        return self.engine.slot.get(timing())
+
+    def note_presented(self, presented_at: float) -> None:
+        """The frame from `latest_frame` reached the screen at `presented_at` (monotonic)."""
+        picked, self._picked_at = self._picked_at, None
+        if picked is not None and self.running and hasattr(self.engine, "note_presented"):
+            self.engine.note_presented(picked, presented_at)
+
+    def set_voice_monitor(self, enabled: bool, offset_ms: float = 0.0) -> None:
+        """Turn the delayed voice monitor on or off and set its offset, now and for engines built later."""
+        self.voice_monitor = (bool(enabled), float(offset_ms))
+        if self.engine is not None and hasattr(self.engine, "set_monitor"):
+            self.engine.set_monitor(*self.voice_monitor)
+
+    def voice_monitor_status(self) -> dict:
+        """On/off, whether it plays now, and the delay in use and measured (ms)."""
+        monitor = getattr(self.engine, "monitor", None)
+        playing = monitor is not None and monitor.clip is not None and self.running
+        return {"enabled": self.voice_monitor[0], "playing": playing, "offset_ms": self.voice_monitor[1],
+                "delay_ms": monitor.delay_s * 1000 if playing else None,
+                "measured_ms": monitor.measured_latency_s * 1000 if playing else None}
 
     def telemetry_snapshot(self) -> dict | None:
         if not self.running:
