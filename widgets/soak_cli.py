@@ -82,7 +82,9 @@ def add_parser(commands) -> None:
     soak.add_argument("--pose-bias", type=_pose_bias, default=(0.0, 0.0), metavar="MM_PER_MIN[,DEG_PER_MIN]",
                       help="bias of the simulated pose tracker (it always random-walks a little)")
     soak.add_argument("--no-anchor", action="store_true", help="switch SCA anchoring off")
-    soak.add_argument("--preset", default="default", help="preset name (built-in: default, medical, education, …)")
+    from widgets.app import add_persona_and_preset
+
+    add_persona_and_preset(soak)  # the persona picks the preset when --preset is not given
     soak.add_argument("--avatar", help="avatar file for the identity renders")
     soak.add_argument("--compare", type=_report_file, metavar="REPORT.json", help="another soak's report to plot beside")
     soak.add_argument("--seed", type=int, default=0)
@@ -99,11 +101,12 @@ def soak_command(args: argparse.Namespace) -> int:
     from studio.avatar.io import default_avatar_path, load_avatar
     from studio.avatar.model import AvatarFormatError
     from studio.fileio import atomic_write
-    from studio.presets import PresetError, preset_by_name
+    from studio.presets import PresetError
     from studio.soak import SoakOptions, speech_playlist
+    from widgets.commands import persona_and_preset
 
     try:
-        preset = preset_by_name(args.preset)
+        _persona, preset = persona_and_preset(args)
         avatar = load_avatar(args.avatar or default_avatar_path())
         compare = json.loads(args.compare.read_text(encoding="utf-8")) if args.compare else None
     except (PresetError, AvatarFormatError) as error:

@@ -38,7 +38,13 @@ COMMANDS = {
     "lipsync": lambda tmp: ["lipsync", str(_tone(tmp)), "--out", str(tmp / "out.csv")],
     "bench": lambda tmp: ["bench", "--quick"],
     "record": lambda tmp: ["record", "--text", "Hi.", "--take", str(tmp / "take")],
+    "soak": lambda tmp: ["soak", "--duration", "10", "--report", str(_folder(tmp / "report"))],
 }
+
+
+def _folder(path: Path) -> Path:
+    path.mkdir(exist_ok=True)
+    return path
 
 
 def _tone(folder: Path) -> Path:
