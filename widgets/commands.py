@@ -290,6 +290,9 @@ def bench_command(args: argparse.Namespace) -> int:
 
     report["render"] = bench_render(avatar, frames=20 if args.quick else 120)
     report["engine"] = _bench_engine(avatar, quick=args.quick)
+    from render.preset_bench import bench_module_presets
+
+    report.update(bench_module_presets(quick=args.quick))  # sections "levels" and "presets"
     from studio.engine.lipsync_bench import bench_lipsync
 
     report["lipsync"] = bench_lipsync(minutes=(4.0,) if args.quick else (4.0, 20.0))

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-UNIT = re.compile(r"_(ms|fps|s|pct|mb|px)(_|$)")
+UNIT = re.compile(r"_(ms|fps|s|pct|mb|px|hz)(_|$)")
 COUNT = re.compile(r"(_count|_trials|_frames|_utterances|_intervals|_vertices|_triangles|_mae|_factor)$")
 
 
@@ -31,7 +31,11 @@ def test_quick_bench_reports_every_area_with_units_in_the_keys(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(out.read_text())
     assert json.loads(result.stdout) == report
-    assert {"machine", "versions", "render", "engine", "face_model", "gui", "gpu"} <= set(report)
+    assert {"machine", "versions", "render", "engine", "face_model", "gui", "gpu", "levels", "presets"} <= set(report)
+    for name in ("default", "medical", "education", "performance"):
+        assert report["presets"][name]["engine_ms_per_hop"] > 0 and report["presets"][name]["render_fps"] > 0, name
+    for module in ("face", "body", "hands", "cloth", "lod"):
+        assert set(report["levels"][module]) == {"high", "medium", "low"}, module
     assert report["machine"]["cpu_count"] >= 1 and report["versions"]["onnxruntime"]
     for needed in ("render_1280x720_fps", "render_640x360_fps", "frame_time_p50_ms", "frame_time_p99_ms",
                    "cold_start_to_first_frame_s"):
