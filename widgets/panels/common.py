@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from PySide6.QtCore import QSignalBlocker
-from PySide6.QtWidgets import QLabel, QWidget
+from PySide6.QtCore import QSignalBlocker, Qt
+from PySide6.QtWidgets import QFrame, QLabel, QLayout, QScrollArea, QVBoxLayout, QWidget
 
 
 def section(text: str) -> QLabel:
@@ -47,3 +47,19 @@ def blocked(*widgets: QWidget) -> Iterator[None]:
     finally:
         for blocker in blockers:
             blocker.unblock()
+
+
+def scrolling(owner: QWidget, content: QLayout) -> None:
+    """Lay `content` out in `owner` inside a scroll area, so a short dock scrolls (vertically) instead of
+    overlapping; the dock is kept at least as wide as the content needs."""
+    inner = QWidget()
+    inner.setLayout(content)
+    scroll = QScrollArea()
+    scroll.setWidgetResizable(True)
+    scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+    owner.setMinimumWidth(inner.minimumSizeHint().width() + scroll.verticalScrollBar().sizeHint().width() + 4)
+    scroll.setFrameShape(QFrame.Shape.NoFrame)
+    scroll.setWidget(inner)
+    outer = QVBoxLayout(owner)
+    outer.setContentsMargins(0, 0, 0, 0)
+    outer.addWidget(scroll)

@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
 
 from studio.hotkeys import OPERATOR_ACTIONS
 from studio.presets import PresetError
-from widgets.panels.common import MessageLine, section
+from widgets.panels.common import MessageLine, scrolling, section
 
 
 class OperatorPanel(QWidget):
@@ -65,7 +65,7 @@ class OperatorPanel(QWidget):
         for button in (self.mute_button, self.pause_button, self.neutral_button):
             transport.addWidget(button)
 
-        layout = QVBoxLayout(self)
+        layout = QVBoxLayout()
         layout.addWidget(section("Expressions (press the key again to fade out)"))
         layout.addLayout(self.triggers)
         layout.addWidget(section("Cue list"))
@@ -75,6 +75,8 @@ class OperatorPanel(QWidget):
         layout.addWidget(section("Output"))
         layout.addLayout(transport)
         layout.addWidget(self.message)
+        scrolling(self, layout)
+        self.cue_list.setMinimumHeight(110)
 
         controls.cues.changed.connect(self.refresh_cues)
         controls.hotkeys.changed.connect(self.rebuild)
@@ -115,9 +117,11 @@ class OperatorPanel(QWidget):
                 spin.setSingleStep(0.05)
                 spin.setValue(value)
                 spin.setSuffix(" s")
+                spin.setMaximumWidth(76)
                 spin.setToolTip(tip)
                 spin.valueChanged.connect(lambda v, n=name, f=field: self.controls.set_fade(n, f, v))
             bind = QPushButton("Key…")
+            bind.setMaximumWidth(52)
             bind.clicked.connect(lambda _c=False, n=name: self.ask_key(n))
             for column, widget in enumerate((button, fade_in, fade_out, bind)):
                 self.triggers.addWidget(widget, row, column)

@@ -21,7 +21,6 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QPlainTextEdit,
     QPushButton,
-    QScrollArea,
     QSlider,
     QSpinBox,
     QVBoxLayout,
@@ -30,7 +29,7 @@ from PySide6.QtWidgets import (
 
 from studio.avatar.appearance import part_color
 from studio.presets import COLOR_PARTS, Persona, PresetError
-from widgets.panels.common import MessageLine, blocked, section
+from widgets.panels.common import MessageLine, blocked, scrolling, section
 
 VOICES = ("en-us", "en-gb", "en-gb-scotland", "en-us+f3", "en-us+m3", "en-us+f4", "de", "fr-fr", "es")
 BETA_SLIDERS = 4
@@ -143,14 +142,7 @@ class PersonaPanel(QWidget):
         content.addWidget(section("Cue lines"))
         content.addWidget(self.cue_lines)
         content.addStretch(1)
-        inner = QWidget()
-        inner.setLayout(content)
-        scroll = QScrollArea()
-        scroll.setWidgetResizable(True)
-        scroll.setWidget(inner)
-        outer = QVBoxLayout(self)
-        outer.setContentsMargins(0, 0, 0, 0)
-        outer.addWidget(scroll)
+        scrolling(self, content)
 
         self.document.changed.connect(self.refresh)
         self.document.dirty_changed.connect(lambda _d: self._update_title())

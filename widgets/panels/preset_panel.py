@@ -30,7 +30,7 @@ from studio.costs import MODULES, Cancelled, CostTable, load_cost_table, measure
 from studio.precision import LEVELS
 from studio.presets import Preset, PresetError
 from widgets.models import ENGINE_STAGES, RENDER_STAGE
-from widgets.panels.common import MessageLine, blocked, section
+from widgets.panels.common import MessageLine, blocked, scrolling, section
 
 VERDICT_INTERVAL_MS = 500
 
@@ -105,7 +105,7 @@ class PresetPanel(QWidget):
         self.latency_ms: float | None = None
         self.render_ms = 0.0
 
-        layout = QVBoxLayout(self)
+        layout = QVBoxLayout()
         layout.addWidget(self.chooser)
         layout.addLayout(row)
         layout.addWidget(self.message)
@@ -119,6 +119,7 @@ class PresetPanel(QWidget):
         layout.addWidget(section("Now"))
         layout.addWidget(self.verdict_label)
         layout.addStretch(1)
+        scrolling(self, layout)
 
         self.document.changed.connect(self.refresh)
         self.document.dirty_changed.connect(lambda _d: self._update_title())

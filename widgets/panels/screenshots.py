@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 from PySide6.QtGui import QImage
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QDockWidget
 
 from studio.avatar.io import load_avatar_or_default
 from studio.costs import load_cost_table, measure_module_costs, save_cost_table
@@ -56,6 +56,9 @@ def save_panel_screenshots(folder: Path = DOCS, persona: str = "teacher") -> lis
     table = load_cost_table() or measure_module_costs()
     save_cost_table(table)
     panels.preset_panel.set_cost_table(table)
+    for dock in window.findChildren(QDockWidget):  # other docks (takes, drift…) have their own pictures
+        if dock not in (*panels.docks, window.inspector_dock, window.latency_dock):
+            dock.hide()
     window.show()
     _pump(app, 1.0)
     window.viewport.frame_head()

@@ -70,7 +70,7 @@ class StudioPanels:
         window.tabifyDockWidget(window.inspector_dock, self.operator_dock)
         self.persona_dock.raise_()
         self.operator_dock.raise_()
-        window.resizeDocks([self.persona_dock], [390], Qt.Orientation.Horizontal)
+        window.resizeDocks([self.persona_dock, self.operator_dock], [390, 380], Qt.Orientation.Horizontal)
         self.preset_dock.visibilityChanged.connect(self.preset_panel.on_visible)
         self.docks = (self.persona_dock, self.preset_dock, self.editor_dock, self.operator_dock)
         self._build_menu()
