@@ -81,6 +81,25 @@ def test_teeth_and_mouth_inside_show_only_through_the_lip_opening(avatar):
     assert not faults, f"mouth shapes (index: pixels) where teeth or the mouth inside show through the skin: {faults}"
 
 
+def test_a_cue_line_spoken_through_the_engine_shows_the_inside_only_through_the_lips(avatar):
+    """The same check on what the real pipeline makes of the default persona's first cue line (TTS, face model,
+    motion), every second frame at 30 fps."""
+    from studio.engine import offline
+    from studio.presets import persona_by_name
+
+    persona = persona_by_name("default")
+    voice = persona.voice
+    _clip, frames = offline.analyze_text(persona.cue_lines[0], voice.name, voice.rate_wpm, voice.pitch, fps=30,
+                                         style=persona.motion_style())
+    faults = {}
+    with OffscreenRenderer(avatar, size=(640, 360), camera="head", mode="part_id") as renderer:
+        for k, frame in enumerate(frames[::2]):
+            count = inside_touching_outside(decode(renderer.render(frame), avatar), avatar)
+            if count:
+                faults[2 * k] = count
+    assert not faults, f"frames (index: pixels) where teeth or the mouth inside show through the skin: {faults}"
+
+
 def test_lips_meet_without_gaps_at_mouth_close(avatar):
     gaps = {}
     with OffscreenRenderer(avatar, size=(1280, 720), camera="head", mode="part_id") as renderer:
