@@ -128,3 +128,27 @@ def export_take(take: Take, kind: str, out: str | os.PathLike, avatar: AvatarMod
     if progress is not None:
         progress(1.0)
     return {"path": str(out), "frames": len(frames), "fps": fps, "duration_s": len(frames) / fps}
+
+
+def bench_mp4_export(avatar: AvatarModel, seconds: float = 4.0, size: tuple[int, int] = (1280, 720)) -> dict:
+    """MP4 export speed from a spoken take, as a multiple of real time (2.0: a minute exports in 30 s)."""
+    import tempfile
+    import time
+
+    from studio.presets import persona_by_name, preset_by_name
+    from studio.recording.session import record_offline
+
+    words = "The quick brown fox jumps over the lazy dog, and then it runs back home again."
+    with tempfile.TemporaryDirectory(prefix="export-bench-") as folder:
+        take = record_offline(Path(folder) / "take", avatar, persona_by_name("default"), preset_by_name("default"),
+                              text=words, fps=30)
+        take.frames = [f for f in take.frames if f.media_time_s < seconds] or take.frames[:1]
+        take.audio = take.audio[: int(seconds * take.sample_rate)]
+        started = time.perf_counter()
+        written = export_take(take, "mp4", Path(folder) / "take.mp4", avatar=avatar, size=size)
+        elapsed = time.perf_counter() - started
+    return {
+        f"mp4_export_{size[0]}x{size[1]}_x_realtime": written["duration_s"] / elapsed,
+        f"mp4_export_{size[0]}x{size[1]}_fps": written["frames"] / elapsed,
+        "mp4_export_take_s": written["duration_s"],
+    }

@@ -275,6 +275,16 @@ def _gui(quick: bool) -> dict:
     return {"error": (result.stderr.strip().splitlines() or ["no output"])[-1]}
 
 
+def _bench_recording(avatar: AvatarModel, quick: bool) -> dict:
+    """Recording overhead on the engine and MP4 export speed of a take at 1280x720."""
+    from render.take_export import bench_mp4_export
+    from studio.recording.bench import bench_recording_overhead
+
+    figures = bench_recording_overhead(seconds=3.0 if quick else 10.0, rounds=2 if quick else 3)
+    figures.update(bench_mp4_export(avatar, seconds=2.0 if quick else 4.0))
+    return figures
+
+
 def bench_command(args: argparse.Namespace) -> int:
     """Every figure in one JSON object, grouped by area, the unit in each key."""
     os.environ.setdefault("EGL_PLATFORM", "surfaceless")
@@ -299,6 +309,7 @@ def bench_command(args: argparse.Namespace) -> int:
     report["face_model"] = _model_quality(args.quick)
     report["gui"] = _gui(args.quick)
     report["gpu"] = _gpu()
+    report["recording"] = _bench_recording(avatar, args.quick)
     text = json.dumps(report, indent=2, sort_keys=False)
     print(text)
     if args.out:

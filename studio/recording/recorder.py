@@ -42,6 +42,7 @@ from studio.recording.take import (
 
 FLUSH_INTERVAL_S = 0.5  # half the promise: a kill loses at most the last second, queue lag included
 DISK_CHECK_INTERVAL_S = 1.0
+WRITE_INTERVAL_S = 0.05
 MIN_FREE_MB = 200.0  # refuse to start, or stop cleanly, below this much free space
 
 
@@ -153,9 +154,8 @@ class TakeRecorder:
     def _run(self) -> None:
         last_flush = last_disk = time.monotonic()
         try:
-            while not self._stop.is_set():
-                frame = self.queue.get(timeout=0.1)
-                if frame is not None:
+            while not self._stop.wait(WRITE_INTERVAL_S):  # in batches: few wake-ups beside the engine thread
+                for frame in self.queue.drain():
                     self._write_frame(frame)
                 self._write_pending()
                 now = time.monotonic()
