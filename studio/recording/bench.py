@@ -60,5 +60,5 @@ def bench_recording_overhead(seconds: float = 10.0, rounds: int = 3) -> dict:
         "engine_hop_with_recording_p99_ms": float(np.percentile(with_recording, 99)),
         "recording_overhead_median_ms": float(np.median(with_recording) - np.median(without)),
         "take_data_rate_mb_per_min": written["bytes"] / 2**20 / max(written["seconds"], 1e-9) * 60.0,
-        "frames_dropped_by_recorder": int(written["dropped"]),
+        "recorder_dropped_frames": int(written["dropped"]),
     }
