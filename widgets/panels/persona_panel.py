@@ -67,6 +67,11 @@ class PersonaPanel(QWidget):
         self.avatar = QLineEdit()
         self.avatar.setPlaceholderText("default, or an avatar file (.npz/.pkl)")
         self.avatar.editingFinished.connect(lambda: self._edit("avatar", self.avatar.text().strip() or "default"))
+        browse = QPushButton("Browse…")
+        browse.clicked.connect(self.ask_avatar)
+        avatar_row = QHBoxLayout()
+        avatar_row.addWidget(self.avatar, 1)
+        avatar_row.addWidget(browse)
         self.betas = []
         for _ in range(BETA_SLIDERS):
             slider = QSlider(Qt.Orientation.Horizontal)
@@ -121,7 +126,7 @@ class PersonaPanel(QWidget):
         self.cue_lines.textChanged.connect(self._cue_timer.start)
 
         form = QFormLayout()
-        form.addRow("Avatar", self.avatar)
+        form.addRow("Avatar", avatar_row)
         for i, slider in enumerate(self.betas):
             form.addRow(f"Body shape β{i + 1}", slider)
         content = QVBoxLayout()
@@ -230,6 +235,13 @@ class PersonaPanel(QWidget):
         color = QColorDialog.getColor(QColor.fromRgbF(*current), self, f"{part.capitalize()} colour")
         if color.isValid():
             self.set_color(part, (color.redF(), color.greenF(), color.blueF()))
+
+    def ask_avatar(self) -> None:
+        from PySide6.QtWidgets import QFileDialog
+
+        path, _ = QFileDialog.getOpenFileName(self, "Persona avatar", "", "Avatar files (*.npz *.pkl);;All files (*)")
+        if path:
+            self._edit("avatar", path)
 
     def speak_test_line(self) -> bool:
         voice = self.document.item.voice
