@@ -226,7 +226,7 @@ class StudioPanels:
             self._look_timer.start()
         if persona.style != previous.style:
             style = persona.motion_style()
-            self.window.idle = IdleAnimator(style=style)
+            self.window.idle = IdleAnimator(style=style, hands_mode=self.preset_doc.item.plan.hands_mode)
             self.window.engine.configure(style=style)
         if persona.cue_lines != previous.cue_lines:
             self.cues.set_lines(persona.cue_lines)
@@ -297,6 +297,7 @@ class StudioPanels:
             self.report(self.preset_panel, f"Could not switch the engine to {preset.name!r}: {error}")
         if self.output is not None:
             self.output.set_output_size(preset.render.width, preset.render.height)
+            self.output.view.set_cloth(preset.plan.cloth_regions)
 
     # ---- operator
     def hotkey(self, action: str) -> None:
@@ -396,6 +397,7 @@ class StudioPanels:
             preset = self.preset_doc.item
             self.output = OutputWindow(self.window.avatar, (preset.render.width, preset.render.height),
                                        self.output_background, self.persona_doc.item.betas or None)
+            self.output.view.set_cloth(preset.plan.cloth_regions)
         if self.output is not None:
             self.output.setVisible(on)
             if on and self.window.current_frame is not None:
