@@ -76,8 +76,8 @@ class Timeline(pg.PlotWidget):
 
     def __init__(self) -> None:
         super().__init__()
-        self.setMinimumHeight(90)
-        self.setMaximumHeight(130)
+        self.setMinimumHeight(120)
+        self.setMaximumHeight(180)
         self.setMouseEnabled(x=False, y=False)
         self.hideButtons()
         self.setMenuEnabled(False)
@@ -617,7 +617,9 @@ class RecordingController(QObject):
         if out:
             if not out.lower().endswith(f".{kind}"):
                 out += f".{kind}"
-            background = self.window.viewport.background if kind in ("mov", "webm", "mp4") else "studio"
+            background = self.window.viewport.background  # what the viewport shows; an MP4 has no alpha
+            if kind not in ("mov", "webm") and background == "transparent":
+                background = "studio"
             self.export(info.path, kind, out, background=background)
 
     def export(self, take: str | Path, kind: str, out: str | Path, background: str = "studio",
