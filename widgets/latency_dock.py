@@ -36,12 +36,12 @@ def _cpu_ticks(top: float) -> list[list[tuple[float, str]]]:
 
 
 def underrun_text(model: LatencyModel) -> str:
-    """'Audio underruns N' (plus alsa-lib's xrun count when it differs), '—' before an engine reports."""
+    """'Audio underruns N' (and the microphone's lost blocks, if any), '—' before an engine reports."""
     if model.output_underruns is None:
         return "Audio underruns —"
     text = f"Audio underruns {model.output_underruns}"
-    if model.alsa_xruns and model.alsa_xruns != model.output_underruns:
-        text += f" (ALSA xruns {model.alsa_xruns})"
+    if model.input_overflows:
+        text += f" · input overflows {model.input_overflows}"
     return text
 
 
@@ -130,7 +130,7 @@ class LatencyPanel(QWidget):
         self.underrun_label = QLabel("Audio underruns —")
         self.underrun_label.setFont(mono)
         self.underrun_label.setToolTip("Speaker blocks that found the device buffer empty (heard as a dropout), "
-                                       "and the xruns alsa-lib reported, since the engine started")
+                                       "and microphone blocks lost, since the engine started")
         self.engine_label = QLabel("")
         self.engine_label.setObjectName("hint")
         self.engine_label.setWordWrap(True)

@@ -136,7 +136,7 @@ class TelemetrySample:
     cpu_pct: float | None = None
     end_to_end_ms: float = 0.0
     output_underruns: int | None = None
-    alsa_xruns: int | None = None
+    input_overflows: int | None = None
 
 
 def _number(value) -> float | None:
@@ -179,11 +179,11 @@ def parse_telemetry(snapshot: Mapping, time_s: float) -> TelemetrySample:
     over = _number(snapshot.get("over_budget_count"))
     audio = snapshot.get("audio")
     audio = audio if isinstance(audio, Mapping) else {}
-    underruns, xruns = _number(audio.get("output_underruns")), _number(audio.get("alsa_xruns"))
+    underruns, overflows = _number(audio.get("output_underruns")), _number(audio.get("input_overflows"))
     return TelemetrySample(
         time_s, stage_ms, stats, None if over is None else int(over), _number(snapshot.get("cpu_pct")),
         sum(stage_ms.values()) if total_ms is None else total_ms,
-        None if underruns is None else int(underruns), None if xruns is None else int(xruns),
+        None if underruns is None else int(underruns), None if overflows is None else int(overflows),
     )
 
 
@@ -206,7 +206,7 @@ class LatencyModel:
         self.stats: dict[str, StageStats] = {}
         self.engine_active = False
         self.output_underruns: int | None = None  # speaker blocks that ran dry (None: no engine has reported yet)
-        self.alsa_xruns: int | None = None
+        self.input_overflows: int | None = None
         self.changed = Event()
         self._render_samples: deque[tuple[float, float]] = deque(maxlen=max_points)
         self._last_over_total: int | None = None
@@ -260,8 +260,8 @@ class LatencyModel:
         self.stats.update(sample.stats)
         if sample.output_underruns is not None:
             self.output_underruns = sample.output_underruns
-        if sample.alsa_xruns is not None:
-            self.alsa_xruns = sample.alsa_xruns
+        if sample.input_overflows is not None:
+            self.input_overflows = sample.input_overflows
         if sample.cpu_pct is not None:
             self.cpu.append((sample.time_s, sample.cpu_pct))
         end_to_end = sample.end_to_end_ms

@@ -2,25 +2,32 @@
 
 Opening a PortAudio stream per utterance costs tens of milliseconds (the first one in a process
 well over 70 ms: the PulseAudio connection), all of it before the first lip frame. Here the engine
-opens one `SpeakerOutput` when it starts and closes it when it stops; a source queues its clip on
-it and the next device block (10 ms) starts it.
+opens one `SpeakerOutput` when it starts and closes it when it stops; a source queues its clip on it.
 
-The device callback only copies from the queued clip into the device buffer and notes, per block,
-which clip frame reaches the DAC at which monotonic time (`SpeakerClip.heard`), so a source's media
-clock follows the sound actually heard. Switching is lock-free: the control side replaces one
-attribute (`_queued`) and the callback, seeing it differ from the clip it plays, fades the old clip
-out over `FADE_S` (no click) and starts the new one right after the fade, in the same block.
+The device callback is rtmixer's, written in C: it never enters the Python interpreter, so it never
+waits for the GIL. With a Python callback, any thread holding the GIL (the GUI thread in Qt's buffer
+swap while the software rasteriser finished a head close-up, a long numpy call, a thread the OS
+preempted while holding it) starved the device and the sound broke up. A clip is one rtmixer
+"play buffer" action over the clip's own samples; the callback mixes it into the device blocks and
+counts the frames it has handed over (`done_frames`), and its start time at the DAC (`actual_time`).
 
-The device buffer holds `OUTPUT_LATENCY_S` (about 0.1 s) of sound, not PortAudio's "low" ~20 ms:
-on a loaded two-core machine the callback thread can wait tens of milliseconds for a CPU (and for
-the GIL), and a 20 ms buffer ran dry several times a second. The callback's `outputBufferDacTime`
-includes that latency, so the media clock (and so the lips) still follows the sound as heard; only
-the delay from a play command to the sound grows. Every underrun the device reports is counted
-(`underruns`), and alsa-lib's own xrun messages are counted instead of printed (`studio.engine.alsa`).
+The device buffer holds `OUTPUT_LATENCY_S` (about 0.1 s) of sound, not PortAudio's "low" ~20 ms, so a
+busy machine's scheduling delays do not empty it. The clip's DAC start time includes that latency,
+so the media clock (and the lips) still follows the sound as heard; only the delay from a play
+command to the sound grows. Underruns the device reports are counted (`underruns`); alsa-lib's own
+messages about them are silenced (`studio.engine.alsa`).
 
-A device that fails or vanishes is noticed by `check()` (the stream stopped, or no callback for
-`NO_CALLBACK_TIMEOUT_S`): the stream is closed, `error` says why, the playing clip is marked failed,
-and the next `open()`/`play()` tries the device again.
+Cutting a clip (or muting) edits the clip's samples ahead of the callback's read position: a short
+fade, then silence, `FADE_S` plus `_GUARD_S` ahead, then the action is cancelled at the time the fade
+ends at the DAC; the next clip starts there. Unmuting writes the clip's own samples back, fading in.
+
+A live clip (the voice monitor, `studio.engine.monitor`) fills each block itself, reading its ring at
+the block's DAC time; that needs a Python callback, so `play_clip()` plays it on a second stream of
+the same device (the sound server mixes the two). Only live input passes through Python.
+
+A device that fails or vanishes is noticed by `check()` (the stream stopped, or the callback made no
+progress for `NO_CALLBACK_TIMEOUT_S`): the stream is closed, `error` says why, the playing clip is
+marked failed, and the next `open()`/`play()` tries the device again.
 """
 
 from __future__ import annotations
@@ -33,30 +40,67 @@ import numpy as np
 from studio.engine import alsa
 from studio.engine.sources import NO_CALLBACK_TIMEOUT_S, AudioDeviceError, _close_stream, resample_clip
 
-OUTPUT_BLOCK_S = 0.01  # device block: a queued clip waits at most this long (5 ms blocks underran constantly on PulseAudio)
+OUTPUT_BLOCK_S = 0.01  # device block (5 ms blocks underran constantly on PulseAudio)
 OUTPUT_LATENCY_S = 0.1  # device buffer: rides out a busy CPU (0.02 s underran under load; see the module docstring)
-FADE_S = 0.005  # a cut clip fades out over this long (shorter than a block: the fade fits in one)
+FADE_S = 0.005  # a cut clip fades out over this long
+_GUARD_S = 0.04  # edits to a playing clip start this far ahead of what the callback has read (4 blocks)
+_STATS_INTERVAL_S = 0.1  # how often the device's counters are fetched
 FALLBACK_RATE = 48000
 
 
 class SpeakerClip:
-    """One queued clip and how far the device has got with it (written by the callback, read by anyone)."""
+    """One queued clip and how far the device has got with it (read by anyone; the device callback updates rtmixer's action)."""
 
-    def __init__(self, samples: np.ndarray, rate: int, notify: threading.Event | None) -> None:
-        self.samples = samples  # (frames, 1 or the speaker's channels) float32 at the speaker's rate
+    def __init__(self, samples: np.ndarray, rate: int, clock_offset: float | None = 0.0) -> None:
+        self.samples = samples  # (frames, the speaker's channels) float32 at its rate; the device reads it in place
         self.rate = rate
-        self.notify = notify  # set after every block that handed this clip's audio to the device
-        self.handed = 0  # frames handed to the device so far
-        self.heard: tuple[int, float] | None = None  # (clip frame, monotonic time it reaches the DAC), latest block
-        self.started_at: float | None = None  # monotonic time frame 0 reaches the DAC
-        self.done = False  # every frame handed, or cut
+        self.heard: tuple[int, float] | None = None  # (clip frame, monotonic time it reaches the DAC): frame 0
         self.cut = False  # stopped before its end (faded out)
         self.failed: str | None = None  # the device was lost while this clip played
         self.underflows = 0  # device underruns while it played: each may delay the rest of the clip
+        self._clock_offset = clock_offset or 0.0  # monotonic - the stream's clock, when it was queued
+        self._stopped = False
+        self._handed = 0
+        self._started_at: float | None = None
+        self._action = None  # rtmixer's play action
+        self._original: np.ndarray | None = None  # the samples a mute silenced, for unmuting
 
     @property
     def frames(self) -> int:
         return len(self.samples)
+
+    @property
+    def handed(self) -> int:
+        """Frames handed to the device so far."""
+        action = self._action
+        if action is not None and not self._stopped:
+            self._handed = max(self._handed, min(int(action.done_frames), self.frames))
+        return self._handed
+
+    @handed.setter
+    def handed(self, frames: int) -> None:  # a live clip counts its own blocks
+        self._handed = int(frames)
+
+    @property
+    def started_at(self) -> float | None:
+        """Monotonic time frame 0 reaches the DAC (None until the device has started the clip)."""
+        action = self._action
+        if self._started_at is None and action is not None and float(action.actual_time) > 0.0:
+            self._started_at = float(action.actual_time) + self._clock_offset
+        return self._started_at
+
+    @property
+    def done(self) -> bool:
+        """Every frame handed, or cut, or failed."""
+        return self._stopped or (self._action is not None and self.handed >= self.frames)
+
+    @done.setter
+    def done(self, value: bool) -> None:
+        if value:
+            self.stop()
+
+    def stop(self) -> None:
+        self._stopped = True
 
     @property
     def finished(self) -> bool:
@@ -76,15 +120,22 @@ class SpeakerOutput:
         self.sample_rate: int | None = None
         self.channels = 0
         self.error: str | None = None
-        self.muted = False  # operator mute: the device plays silence while clips still advance
-        self._stream = None
-        self._lock = threading.Lock()  # open/close/fail (never taken by the callback)
-        self._queued: SpeakerClip | None = None  # what the control side wants playing
-        self._current: SpeakerClip | None = None  # what the callback plays (only the callback writes it)
-        self._last_callback = 0.0
         self.realtime = False  # the callback thread asked for real-time priority (granted where permitted)
-        self.underruns = 0  # device blocks that found the buffer empty (output underflow), since construction
+        self._muted = False
+        self._stream = None  # the rtmixer.Mixer
+        self._lock = threading.Lock()  # open/close/fail
+        self._queue_lock = threading.RLock()  # rtmixer's action queue has one producer: every call to it holds this
+        self._current: SpeakerClip | None = None
+        self._underruns = 0
+        self._stats_action = None  # the pending fetch of the callback's counters
+        self._stats_sent_at = 0.0
+        self._stats_due = 0.0
+        self._clock_offset = 0.0  # monotonic - PortAudio stream time
         self._ramp = np.zeros((0, 1), np.float32)
+        self._live_stream = None  # the second stream, with a Python callback, for a live clip
+        self._live: SpeakerClip | None = None
+        self._live_cut = False
+        self._live_underruns = 0
 
     # ------------------------------------------------------------ control side
 
@@ -98,6 +149,31 @@ class SpeakerOutput:
             return f"speaker: {self.error}"
         return f"speaker: open at {self.sample_rate} Hz" if self.is_open else "speaker: closed"
 
+    @property
+    def underruns(self) -> int:
+        """Device blocks that found the buffer empty (output underflow) since construction."""
+        self._poll_counters()
+        return self._underruns + self._live_underruns
+
+    @property
+    def muted(self) -> bool:
+        """Operator mute: the device plays silence while clips still advance."""
+        return self._muted
+
+    @muted.setter
+    def muted(self, value: bool) -> None:
+        value = bool(value)
+        if value == self._muted:
+            return
+        self._muted = value
+        clip = self._current
+        if clip is not None and not clip.done and clip._action is not None:
+            with self._queue_lock:
+                if value:
+                    self._silence_ahead(clip)
+                else:
+                    self._restore_ahead(clip)
+
     def open(self) -> None:
         """Open the device if it is not open (again after an error); AudioDeviceError says why it cannot be."""
         with self._lock:
@@ -105,29 +181,37 @@ class SpeakerOutput:
                 return
             alsa.install()
             try:
+                import rtmixer
                 import sounddevice
 
                 info = sounddevice.query_devices(self.device, kind="output")
                 rate = int(info["default_samplerate"] or FALLBACK_RATE)
                 channels = max(1, min(2, int(info["max_output_channels"])))
                 self._configure(rate, channels)
-                self._queued = self._current = None
-                self._last_callback = time.monotonic()
-                stream = sounddevice.OutputStream(
-                    device=self.device, samplerate=rate, channels=channels, dtype="float32", callback=self._callback,
-                    latency=OUTPUT_LATENCY_S, blocksize=max(1, round(rate * self.block_s)))
+                self._current = None
+                stream = rtmixer.Mixer(device=self.device, samplerate=rate, channels=channels,
+                                       latency=OUTPUT_LATENCY_S, blocksize=max(1, round(rate * self.block_s)))
                 self.realtime = alsa.enable_realtime(stream)
                 stream.start()
             except Exception as error:  # no device, PortAudio missing or refusing: say so, stay closed
                 self.error = f"cannot open the speaker output ({error})"
                 raise AudioDeviceError(self.error) from error
             self._stream = stream
+            self._stats_action = None
+            self._stats_due = time.monotonic()
+            self._sync_clocks()
             self.error = None
 
     def _configure(self, rate: int, channels: int) -> None:
         self.sample_rate, self.channels = int(rate), int(channels)
         fade = max(1, round(rate * self.fade_s))
         self._ramp = np.linspace(1.0, 0.0, fade + 1, dtype=np.float32)[1:, None]  # ends at silence
+
+    def _sync_clocks(self) -> None:
+        """monotonic - stream time, read back to back (the stream's clock is PortAudio's, not ours)."""
+        before = time.monotonic()
+        stream_now = self._stream.time
+        self._clock_offset = (before + time.monotonic()) / 2 - stream_now
 
     def prepare(self, audio: np.ndarray, rate: int) -> np.ndarray:
         """A clip (frames[, channels]) at `rate` in this speaker's format: its rate, 1 or its channel count."""
@@ -145,53 +229,191 @@ class SpeakerOutput:
             audio = np.stack([resample_clip(audio[:, c], int(rate), self.sample_rate) for c in range(audio.shape[1])], 1)
         return np.ascontiguousarray(np.clip(audio, -1.0, 1.0), np.float32)
 
-    def play(self, samples: np.ndarray, notify: threading.Event | None = None) -> SpeakerClip:
+    def play(self, samples: np.ndarray) -> SpeakerClip:
         """Queue a `prepare`d clip (opening the device if needed); whatever played before is faded out."""
         self.open()
         if samples.ndim != 2 or samples.shape[1] not in (1, self.channels):
             raise ValueError(f"SpeakerOutput.play: samples of shape {samples.shape} are not in this speaker's format "
                              f"(frames, 1 or {self.channels}); use prepare()")
-        clip = SpeakerClip(samples, self.sample_rate, notify)
-        self._queued = clip
+        # a private copy with every device channel: the callback reads it in place, and mute/cut edit it
+        own = np.ascontiguousarray(np.broadcast_to(samples, (len(samples), self.channels)), np.float32).copy()
+        self._sync_clocks()
+        clip = SpeakerClip(own, self.sample_rate, self._clock_offset)
+        with self._queue_lock:
+            start = 0.0
+            previous = self._current
+            if previous is not None and not previous.done:
+                start = self._end(previous)
+            if self._muted:
+                clip._original = clip.samples.copy()
+                clip.samples[:] = 0.0
+            self._current = clip
+            if clip.frames:
+                clip._action = self._stream.play_buffer(clip.samples, channels=list(range(1, self.channels + 1)),
+                                                        start=start, allow_belated=True)
+            else:
+                clip.stop()
         return clip
 
     def play_clip(self, clip: SpeakerClip) -> SpeakerClip:
-        """Queue a clip built for this speaker (e.g. a live monitor clip that fills its own blocks)."""
+        """Play a live clip that fills its own blocks (`clip.fill(outdata, offset, frames, dac)`), on a second stream."""
         self.open()
         if clip.rate != self.sample_rate:
             raise ValueError(f"SpeakerOutput.play_clip: clip at {clip.rate} Hz, the speaker runs at {self.sample_rate}")
-        self._queued = clip
+        with self._lock:
+            if self._live_stream is None:
+                import sounddevice
+
+                try:
+                    stream = sounddevice.OutputStream(
+                        device=self.device, samplerate=self.sample_rate, channels=self.channels, dtype="float32",
+                        callback=self._live_callback, latency=OUTPUT_LATENCY_S,
+                        blocksize=max(1, round(self.sample_rate * self.block_s)))
+                    alsa.enable_realtime(stream)
+                    stream.start()
+                except Exception as error:  # the device refuses a second stream: say so
+                    raise AudioDeviceError(f"cannot open a second stream for the live monitor ({error})") from error
+                self._live_stream = stream
+            self._live_cut = False
+            self._live = clip
         return clip
+
+    def _live_callback(self, outdata, frames, time_info, status) -> None:
+        latency = time_info.outputBufferDacTime - time_info.currentTime if time_info.currentTime else 0.0
+        dac = time.monotonic() + (latency if 0.0 <= latency < 1.0 else 0.0)
+        clip = self._live
+        if clip is None or clip.done:
+            outdata[:] = 0.0
+            return
+        if status.output_underflow:
+            clip.underflows += 1
+            self._live_underruns += 1
+        if self._live_cut:
+            count = min(len(self._ramp), frames)
+            clip.fill(outdata, 0, count, dac)
+            outdata[:count] *= self._ramp[:count]
+            outdata[count:] = 0.0
+            clip.cut = clip.done = True
+            return
+        clip.fill(outdata, 0, frames, dac)
+        if self._muted:
+            outdata[:] = 0.0
 
     def cut(self, clip: SpeakerClip | None = None) -> None:
         """Fade out the playing clip (only if it is `clip`, when given); silence follows."""
-        queued = self._queued
-        if queued is not None and (clip is None or queued is clip):
-            self._queued = None
+        live = self._live
+        if live is not None and (clip is None or clip is live):
+            self._live_cut = True
+            if self._live_stream is None:
+                live.cut = live.done = True
+            if clip is live:
+                return
+        with self._queue_lock:
+            current = self._current
+            if current is not None and (clip is None or current is clip) and not current.done:
+                self._end(current)
         if clip is not None and self._stream is None:
-            clip.done = clip.cut = True
+            clip.cut = True
+            clip.stop()
+
+    def _end(self, clip: SpeakerClip) -> float:
+        """Fade `clip` out ahead of the callback and cancel it there; the stream time its fade ends (0: at once)."""
+        clip.cut = True
+        clip.stop()
+        action = clip._action
+        if action is None or self._stream is None:
+            return 0.0
+        started = float(action.actual_time)
+        if started <= 0.0:  # the callback has not started it yet: nothing was heard
+            self._stream.cancel(action)
+            return 0.0
+        position = self._fade_ahead(clip)
+        end = started + position / clip.rate
+        self._stream.cancel(action, time=end, allow_belated=True)
+        return end
+
+    def _fade_ahead(self, clip: SpeakerClip) -> int:
+        """Fade the clip's samples out `_GUARD_S` ahead of the read position, silence after; the frame where silence starts."""
+        position = min(clip.frames, int(clip._action.done_frames) + round(_GUARD_S * clip.rate))
+        count = min(len(self._ramp), clip.frames - position)
+        clip.samples[position:position + count] *= self._ramp[:count]
+        clip.samples[position + count:] = 0.0
+        return position + count
+
+    def _silence_ahead(self, clip: SpeakerClip) -> None:
+        clip._original = clip.samples.copy()
+        self._fade_ahead(clip)
+
+    def _restore_ahead(self, clip: SpeakerClip) -> None:
+        original, clip._original = clip._original, None
+        if original is None:
+            return
+        position = min(clip.frames, int(clip._action.done_frames) + round(_GUARD_S * clip.rate))
+        count = min(len(self._ramp), clip.frames - position)
+        clip.samples[position + count:] = original[position + count:]
+        clip.samples[position:position + count] = original[position:position + count] * self._ramp[::-1][:count]
 
     def check(self) -> bool:
-        """True while the device works; a stopped stream or silent callback closes it and sets `error`."""
+        """True while the device works; a stopped stream or a callback making no progress closes it and sets `error`.
+
+        Also brings the playing clip's progress (`handed`, `heard`, `done`, `underflows`) up to date.
+        """
         stream = self._stream
         if stream is None:
             return self.error is None
         if not stream.active:
             self._fail("the speaker output stopped")
-        elif time.monotonic() - self._last_callback > NO_CALLBACK_TIMEOUT_S:
+            return False
+        underruns_before = self._underruns
+        if not self._poll_counters():
             self._fail(f"no callback from the speaker output for {NO_CALLBACK_TIMEOUT_S:.1f} s (unplugged?)")
+            return False
+        clip = self._current
+        if clip is not None and not clip.done:
+            clip.underflows += self._underruns - underruns_before
+            self._follow(clip)
         return self.error is None
+
+    def _follow(self, clip: SpeakerClip) -> None:
+        # Only frame 0's DAC time is exact (PortAudio's outputBufferDacTime for the block it started in);
+        # how far ahead of the DAC the device has taken the later frames depends on buffering we cannot see.
+        if clip.heard is None and clip.started_at is not None:
+            clip.heard = (0, clip.started_at)
+
+    def _poll_counters(self) -> bool:
+        """Fetch the callback's counters (underflows) at most every `_STATS_INTERVAL_S`.
+
+        False when the callback has left a fetch unanswered for `NO_CALLBACK_TIMEOUT_S`: it is not running.
+        """
+        stream = self._stream
+        if stream is None:
+            return True
+        now = time.monotonic()
+        with self._queue_lock:
+            pending = self._stats_action
+            if pending is not None:
+                if pending in stream.actions:
+                    return now - self._stats_sent_at <= NO_CALLBACK_TIMEOUT_S
+                self._underruns += int(pending.stats.output_underflows)
+                self._stats_action = None
+            if now >= self._stats_due:
+                self._stats_action = stream.fetch_and_reset_stats()
+                self._stats_sent_at = now
+                self._stats_due = now + _STATS_INTERVAL_S
+        return True
 
     def _fail(self, message: str) -> None:
         with self._lock:
             stream, self._stream = self._stream, None
             _close_stream(stream)
             self.error = f"{message}; the next play reopens it"
-            for clip in (self._queued, self._current):
+            for clip in (self._current, self._live):
                 if clip is not None and not clip.done:
                     clip.failed = message
-                    clip.done = True
-            self._queued = self._current = None
+                    clip.stop()
+            self._current = self._live = None
+            _close_stream(self._live_stream)
+            self._live_stream = None
 
     def close(self) -> None:
         """Fade out what plays, then close the stream (idempotent); `open()` may follow."""
@@ -200,74 +422,15 @@ class SpeakerOutput:
             if stream is None:
                 return
             playing = self._current
-            self._queued = None
             if playing is not None and not playing.done and stream.active:
-                deadline = time.monotonic() + 0.2
-                while not playing.done and time.monotonic() < deadline:
-                    time.sleep(self.block_s / 2)
-                time.sleep(min(float(stream.latency or 0.0), 0.1))  # let the fade reach the DAC
+                with self._queue_lock:
+                    end = self._end(playing)
+                if end:
+                    time.sleep(min(max(0.0, end - stream.time), 0.3))  # let the fade reach the DAC
             _close_stream(stream)
             self._stream = None
-            self._queued = self._current = None
-
-    # ------------------------------------------------------------ device thread
-
-    def _callback(self, outdata, frames, time_info, status) -> None:
-        now = time.monotonic()
-        self._last_callback = now
-        latency = time_info.outputBufferDacTime - time_info.currentTime if time_info.currentTime else 0.0
-        dac = now + latency if 0.0 <= latency < 1.0 else now
-        offset = 0
-        current, queued = self._current, self._queued
-        if current is not queued:
-            if current is not None and not current.done:
-                offset = self._fade_out(current, outdata, frames, dac)
-            self._current = current = queued
-        underflow = status.output_underflow
-        if underflow:
-            self.underruns += 1
-        if current is not None and not current.done:
-            if underflow:
-                current.underflows += 1
-            offset = self._copy(current, outdata, offset, frames, dac)
-        outdata[offset:] = 0.0
-        if self.muted:
-            outdata[:] = 0.0
-
-    def _copy(self, clip: SpeakerClip, outdata, offset: int, frames: int, dac: float) -> int:
-        fill = getattr(clip, "fill", None)
-        if fill is not None:  # a live clip (the voice monitor) writes its own block
-            return fill(outdata, offset, frames, dac)
-        position = clip.handed
-        count = min(frames - offset, clip.frames - position)
-        if count > 0:
-            outdata[offset:offset + count] = clip.samples[position:position + count]
-            at = dac + offset / clip.rate
-            if position == 0:
-                clip.started_at = at
-            clip.heard = (position, at)
-            clip.handed = position + count
-        if clip.handed >= clip.frames:
-            clip.done = True
-        if clip.notify is not None:
-            clip.notify.set()
-        return offset + max(count, 0)
-
-    def _fade_out(self, clip: SpeakerClip, outdata, frames: int, dac: float) -> int:
-        fill = getattr(clip, "fill", None)
-        if fill is not None:
-            count = min(len(self._ramp), frames)
-            fill(outdata, 0, count, dac)
-            outdata[:count] *= self._ramp[:count]
-            clip.cut = clip.done = True
-            return count
-        position = clip.handed
-        count = min(len(self._ramp), frames, clip.frames - position)
-        if count > 0:
-            np.multiply(clip.samples[position:position + count], self._ramp[:count], out=outdata[:count])
-            clip.heard = (position, dac)
-            clip.handed = position + count
-        clip.cut = clip.done = True
-        if clip.notify is not None:
-            clip.notify.set()
-        return max(count, 0)
+            self._current = None
+            if self._live is not None and not self._live.done:
+                self._live.cut = self._live.done = True
+            _close_stream(self._live_stream)
+            self._live_stream = self._live = None

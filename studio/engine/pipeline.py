@@ -21,7 +21,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from studio.avatar.arkit import ARKIT_NAMES, NUM_ARKIT
-from studio.engine import alsa
 from studio.engine.anchor import AnchorStage, SpatialAnchor
 from studio.engine.features import LogMelExtractor
 from studio.engine.monitor import MAX_DELAY_S, VoiceMonitor
@@ -36,7 +35,7 @@ from studio.engine.motion import (
     ProsodyTracker,
 )
 from studio.engine.output import SpeakerOutput
-from studio.engine.sources import ENGINE_RATE, AudioDeviceError, AudioSource
+from studio.engine.sources import ENGINE_RATE, AudioDeviceError, AudioSource, MicrophoneSource
 from studio.frame import FrameState, interpolate
 from studio.precision import ModulePlan
 from studio.telemetry import LatencyTelemetry
@@ -336,8 +335,10 @@ class Engine:
             self._needs_activation = True
 
     def audio_counters(self) -> dict[str, int]:
-        """Sound problems so far: speaker blocks that ran dry, alsa-lib's xrun reports (in and out)."""
-        return {"output_underruns": self.speaker.underruns, "alsa_xruns": alsa.messages.xruns}
+        """Sound problems so far: speaker blocks that ran dry; microphone blocks lost (while one listens)."""
+        source = self._source
+        overflows = source.overflows if isinstance(source, MicrophoneSource) else 0
+        return {"output_underruns": self.speaker.underruns, "input_overflows": overflows}
 
     def set_monitor(self, enabled: bool, offset_ms: float | None = None) -> None:
         """Play the live input's voice, delayed by the measured latency plus `offset_ms`, so a viewer hears

@@ -358,7 +358,7 @@ class _PlayedAudio(AudioSource):
         if self._prepared is None or self._prepared[0] != speaker_format:
             self._prepared = speaker_format, speaker.prepare(self.play_audio, self.play_rate)
         self._clip_speaker = speaker
-        return speaker.play(self._prepared[1], notify=self.data_event)
+        return speaker.play(self._prepared[1])
 
     def stop(self) -> None:
         clip, self._clip = self._clip, None
@@ -370,6 +370,8 @@ class _PlayedAudio(AudioSource):
         self._state = "stopped"
 
     def next_data_in_s(self) -> float | None:
+        if self._clip is not None:  # the device callback is C and wakes nobody: look again within half a hop
+            return HOP_SAMPLES / ENGINE_RATE / 2
         if self._timer_start is None or not self.realtime:
             return None
         due = self._timer_start + (self._read + HOP_SAMPLES) / ENGINE_RATE
@@ -464,16 +466,24 @@ def trim_leading_silence(clip, keep_s: float = 0.0):
 
 # ---------------------------------------------------------------- microphone
 
+def _sounddevice():
+    """The sounddevice module, imported after alsa-lib's messages are silenced (PortAudio lists devices on import)."""
+    alsa.install()
+    import sounddevice
+
+    return sounddevice
+
+
 def input_devices() -> list[tuple[int, str]]:
     """(index, name) of every device that can record."""
-    import sounddevice
+    sounddevice = _sounddevice()
 
     return [(i, d["name"]) for i, d in enumerate(sounddevice.query_devices()) if d["max_input_channels"] > 0]
 
 
 def resolve_input_device(device: int | str | None) -> int:
     """Index of an input device chosen by index or case-insensitive name substring (None: the default)."""
-    import sounddevice
+    sounddevice = _sounddevice()
 
     devices = input_devices()
     listing = ", ".join(f"{i}: {name}" for i, name in devices) or "none"
@@ -500,7 +510,7 @@ def resolve_input_device(device: int | str | None) -> int:
 
 def negotiate_input_rate(device: int) -> int:
     """The first rate the device accepts: 16 kHz (no resampling), then 48k, 44.1k, its own default."""
-    import sounddevice
+    sounddevice = _sounddevice()
 
     default = int(sounddevice.query_devices(device)["default_samplerate"] or 0)
     for rate in dict.fromkeys((ENGINE_RATE, 48000, 44100, default)):
@@ -524,7 +534,7 @@ class MicrophoneSource(AudioSource):
     """
 
     def __init__(self, device: int | str | None = None, ring_seconds: float = 5.0) -> None:
-        import sounddevice
+        sounddevice = _sounddevice()
 
         self.device_index = resolve_input_device(device)
         self.device_name = sounddevice.query_devices(self.device_index)["name"]
@@ -550,7 +560,7 @@ class MicrophoneSource(AudioSource):
         return self._ring.dropped_samples / self.device_rate
 
     def start(self) -> None:
-        import sounddevice
+        sounddevice = _sounddevice()
 
         self.stop()
         self._ring.reset()
@@ -559,7 +569,6 @@ class MicrophoneSource(AudioSource):
         self._position = 0
         self._raw_read = 0
         self.error = None
-        alsa.install()
         try:
             self._stream = sounddevice.InputStream(
                 device=self.device_index, samplerate=self.device_rate, channels=1, dtype="float32",

@@ -92,13 +92,13 @@ def test_latency_panel_shows_the_audio_underrun_count(latency_panel):
     latency_panel.refresh()
     assert latency_panel.underrun_label.text() == "Audio underruns —"
     telemetry = LatencyTelemetry()
-    counts = {"output_underruns": 0, "alsa_xruns": 0}
+    counts = {"output_underruns": 0, "input_overflows": 0}
     telemetry.counter_sources["audio"] = lambda: counts
     telemetry.record({"capture": 1.0})
     latency_panel.model.update(1.0, telemetry.snapshot())
     latency_panel.refresh()
     assert latency_panel.underrun_label.text() == "Audio underruns 0"
-    counts.update(output_underruns=3, alsa_xruns=4)
+    counts.update(output_underruns=3, input_overflows=4)
     latency_panel.model.update(1.1, telemetry.snapshot())
     latency_panel.refresh()
-    assert latency_panel.underrun_label.text() == "Audio underruns 3 (ALSA xruns 4)"
+    assert latency_panel.underrun_label.text() == "Audio underruns 3 · input overflows 4"

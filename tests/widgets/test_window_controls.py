@@ -130,11 +130,11 @@ def test_empty_speak_text_says_so_once(open_window):
 
 def test_the_status_bar_shows_audio_underruns_when_there_are_some(open_window, monkeypatch):
     window = open_window()
-    snapshot = {"stages": {}, "audio": {"output_underruns": 0, "alsa_xruns": 0}}
+    snapshot = {"stages": {}, "audio": {"output_underruns": 0, "input_overflows": 0}}
     monkeypatch.setattr(window.engine, "telemetry_snapshot", lambda: snapshot)
     window._update_telemetry()
     assert window.underrun_label.isHidden()
-    snapshot["audio"] = {"output_underruns": 2, "alsa_xruns": 2}
+    snapshot["audio"] = {"output_underruns": 2, "input_overflows": 0}
     window._update_telemetry()
     assert not window.underrun_label.isHidden() and window.underrun_label.text() == "2 audio underruns"
 

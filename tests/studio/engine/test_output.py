@@ -168,31 +168,83 @@ def test_a_lost_speaker_is_reported_the_engine_goes_on_and_the_next_play_reopens
         engine.stop()
 
 
+def _record_monitor(rate: int = 44100):
+    """parec on the null sink's monitor in its own process (not sharing our GIL); returns stop() -> samples."""
+    import os
+    import subprocess
+    import tempfile
+
+    out = tempfile.NamedTemporaryFile(suffix=".raw", delete=False)
+    recorder = subprocess.Popen(["parec", "-d", "vsink.monitor", "--format=float32le", "--rate", str(rate),
+                                 "--channels=1", "--latency-msec=50"], stdout=out, env=os.environ.copy())
+
+    def stop() -> np.ndarray:
+        recorder.terminate()
+        recorder.wait(10)
+        out.close()
+        samples = np.fromfile(out.name, np.float32)
+        os.unlink(out.name)
+        return samples
+
+    return stop
+
+
+@needs_pulse
+def test_the_sound_goes_on_while_another_thread_holds_the_gil():
+    """The device callback is C: 2 s of Python holding the GIL (a stuck GUI frame) leaves no hole in the sound.
+
+    A Python callback (the old one) fell silent for about 1.9 s here. The shorter gaps that a machine
+    overloaded by other programs can cause (up to ~0.4 s seen at a load of 16 on two cores: the PulseAudio
+    server starved of CPU) are not what this is about; the window test covers gaps under a normal load.
+    """
+    import sys
+
+    from tests.widgets.test_audio_while_rendering import silent_gaps
+
+    speaker = SpeakerOutput()
+    speaker.open()
+    stop = _record_monitor(speaker.sample_rate)
+    try:
+        time.sleep(0.3)
+        t = np.arange(int(3.5 * speaker.sample_rate)) / speaker.sample_rate
+        clip = speaker.play(speaker.prepare(0.5 * np.sin(2 * np.pi * 440 * t), speaker.sample_rate))
+        wait_until(lambda: clip.handed > 0.3 * speaker.sample_rate, what="the tone to start")
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(5.0)  # this thread keeps the GIL while it spins
+        try:
+            end = time.monotonic() + 2.0
+            while time.monotonic() < end:
+                pass
+        finally:
+            sys.setswitchinterval(interval)
+        wait_until(lambda: clip.done, what="the tone to end")
+        time.sleep(0.3)
+    finally:
+        recording = stop()
+        speaker.close()
+    assert np.abs(recording).max() > 0.4
+    assert silent_gaps(recording, speaker.sample_rate, longest_s=1.0) == []
+
+
 @needs_pulse
 def test_underruns_are_counted_and_reach_telemetry_not_stderr(capfd):
-    """Starve the callback of the GIL for a second: the speaker runs dry, and that is counted, not printed."""
-    import sys
+    """Freeze the whole process for half a second (SIGSTOP, as a stalled machine would): the speaker runs dry,
+    and that is counted, not printed."""
+    import os
+    import subprocess
 
     from studio.engine import alsa
 
     engine = Engine()
     engine.speaker.open()
     try:
-        wait_until(lambda: engine.speaker._last_callback > 0, what="the first callback")
-        time.sleep(0.3)
+        time.sleep(0.5)
         before = engine.speaker.underruns
-        interval = sys.getswitchinterval()
-        sys.setswitchinterval(2.0)  # this thread keeps the GIL while it spins
-        try:
-            end = time.monotonic() + 1.0
-            while time.monotonic() < end:
-                pass
-        finally:
-            sys.setswitchinterval(interval)
+        subprocess.run(["sh", "-c", f"kill -STOP {os.getpid()}; sleep 0.5; kill -CONT {os.getpid()}"], check=True)
         wait_until(lambda: engine.speaker.underruns > before, what="the underrun to be counted")
     finally:
         engine.speaker.close()
     counts = engine.telemetry.snapshot()["audio"]
     assert counts["output_underruns"] == engine.speaker.underruns > before
-    assert counts["alsa_xruns"] == alsa.messages.xruns >= 1 and alsa.messages.installed
+    assert counts["input_overflows"] == 0 and alsa.installed()
     assert "ALSA lib" not in capfd.readouterr().err
