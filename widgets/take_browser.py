@@ -695,7 +695,9 @@ class RecordingController(QObject):
     def _tick(self) -> None:
         if self.recording:
             recorder = self.recorder
-            self.indicator.setText(f"● REC  {_clock_text(recorder.elapsed_s)}  {_size_text(recorder.bytes_written)}")
+            warning = recorder.low_space
+            self.indicator.setText(f"● REC  {_clock_text(recorder.elapsed_s)}  {_size_text(recorder.bytes_written)}"
+                                   + (f"  ⚠ {warning}" if warning else ""))
             self.panel.record_status.setText(f"{recorder.folder.name} · {recorder.frames_written} frames"
                                              + (f" · {recorder.queue.dropped} dropped" if recorder.queue.dropped else ""))
             watched = (self.window.persona.name, self._preset_name())

@@ -34,6 +34,7 @@ from studio.recording.take import (
     finished_files,
     frames_header,
     free_bytes,
+    lock_text,
     now_iso,
     to_pcm16,
     wav_header,
@@ -44,6 +45,7 @@ FLUSH_INTERVAL_S = 0.5  # half the promise: a kill loses at most the last second
 DISK_CHECK_INTERVAL_S = 1.0
 WRITE_INTERVAL_S = 0.05
 MIN_FREE_MB = 200.0  # refuse to start, or stop cleanly, below this much free space
+WARN_FREE_MB = 2048.0  # below this, `low_space` says so (the window shows it beside REC)
 
 
 class DiskSpaceError(OSError):
@@ -86,6 +88,8 @@ class TakeRecorder:
         self.manifest = dict(manifest)
         self.queue = queue
         self.min_free_mb = float(min_free_mb)
+        self.warn_free_mb = max(WARN_FREE_MB, self.min_free_mb)
+        self.free_mb: float | None = None
         self.on_stopped = on_stopped
         self.sample_rate = int(manifest["sample_rate"])
         self._audio: deque[tuple[float, np.ndarray]] = deque()
@@ -106,11 +110,11 @@ class TakeRecorder:
     def start(self) -> None:
         """Check the space, write the manifest and the file headers, start the writer thread."""
         self.folder.mkdir(parents=True, exist_ok=True)
-        free_mb = free_bytes(self.folder) / 2**20
+        free_mb = self.free_mb = free_bytes(self.folder) / 2**20
         if free_mb < self.min_free_mb:
             raise DiskSpaceError(f"cannot record to {self.folder}: {free_mb:.0f} MB free, "
                                  f"at least {self.min_free_mb:.0f} MB needed")
-        (self.folder / LOCK).write_text(f"{os.getpid()}\n")
+        (self.folder / LOCK).write_text(lock_text())
         write_manifest(self.folder, self.manifest)
         self._frames = open(self.folder / FRAMES, "wb")
         self._frames.write(frames_header())
@@ -130,6 +134,13 @@ class TakeRecorder:
     def add_event(self, kind: str, media_time_s: float, **data) -> None:
         """An operator event (expression trigger, persona or preset switch, cue line) at this media time."""
         self._events.append({"t": float(media_time_s), "kind": str(kind), **data})
+
+    @property
+    def low_space(self) -> str | None:
+        """A warning while free space is running low (the recorder stops at `min_free_mb`), else None."""
+        if self.free_mb is None or self.free_mb >= self.warn_free_mb:
+            return None
+        return f"disk space low: {self.free_mb:.0f} MB free, recording stops at {self.min_free_mb:.0f} MB"
 
     @property
     def recording(self) -> bool:
@@ -164,7 +175,7 @@ class TakeRecorder:
                     last_flush = now
                 if now - last_disk >= DISK_CHECK_INTERVAL_S:
                     last_disk = now
-                    free_mb = free_bytes(self.folder) / 2**20
+                    free_mb = self.free_mb = free_bytes(self.folder) / 2**20
                     if free_mb < self.min_free_mb:
                         self.stopped_reason = f"disk almost full ({free_mb:.0f} MB free, {self.min_free_mb:.0f} MB kept)"
                         break

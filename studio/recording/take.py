@@ -314,22 +314,32 @@ class Inspection:
         return self.fatal + self.repairable
 
 
+def lock_text() -> str:
+    """What a recorder writes into the lock: its process id and that process's start time."""
+    import psutil
+
+    return f"{os.getpid()} {psutil.Process().create_time():.3f}\n"
+
+
 def recorder_alive(folder: Path) -> bool:
-    """True while a live process holds the take's lock (it is being recorded now)."""
-    lock = folder / LOCK
+    """True while the process that wrote the take's lock still runs (it is being recorded now).
+
+    The start time tells a reused process id (after a reboot, or much later) from the recorder itself.
+    """
+    import psutil
+
     try:
-        pid = int(lock.read_text().split()[0])
+        fields = (folder / LOCK).read_text().split()
+        pid, started = int(fields[0]), float(fields[1]) if len(fields) > 1 else None
     except (OSError, ValueError, IndexError):
         return False
-    if pid == os.getpid():
-        return True
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        process = psutil.Process(pid)
+        return started is None or abs(process.create_time() - started) < 1.0
+    except (psutil.NoSuchProcess, psutil.ZombieProcess):
         return False
-    except PermissionError:
+    except psutil.AccessDenied:
         return True
-    return True
 
 
 def inspect_take(folder: str | os.PathLike) -> Inspection:

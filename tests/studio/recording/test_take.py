@@ -197,7 +197,9 @@ def test_disk_space_checked_before_and_during(tmp_path, avatar):
     stopped = []
     queue = FrameQueue(1000)
     recorder = TakeRecorder(tmp_path / "stops", manifest, queue, min_free_mb=1, on_stopped=stopped.append)
+    recorder.warn_free_mb = free_mb * 2
     recorder.start()
+    assert "disk space low" in recorder.low_space  # a warning before the stop
     for i in range(30):
         queue.put(FrameState(media_time_s=i / 30, sequence=i))
     recorder.min_free_mb = free_mb * 2  # the disk "fills up" while recording

@@ -1,0 +1,82 @@
+"""TakePlayer: play, pause, seek, loop; the picture follows the audio clock when sound plays."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from studio.avatar.io import default_avatar_path, load_avatar
+from studio.frame import FrameState
+from studio.recording.playback import TakePlayer
+from studio.recording.recorder import take_manifest
+from studio.recording.session import write_take
+
+
+@pytest.fixture(scope="module")
+def avatar():
+    return load_avatar(default_avatar_path())
+
+
+def _take(tmp_path, avatar, with_audio: bool):
+    frames = [FrameState(media_time_s=10 + i / 30, arkit=np.full(52, i / 90), sequence=i) for i in range(90)]
+    audio = (0.2 * np.sin(np.arange(3 * 16000) * 0.05)).astype(np.float32) if with_audio else None
+    return write_take(tmp_path / "t", take_manifest("default", "default", avatar, 16000, 30), frames, audio)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_transport_without_sound_follows_the_clock(tmp_path, avatar):
+    take = _take(tmp_path, avatar, with_audio=False)
+    clock = Clock()
+    player = TakePlayer(take, clock=clock)
+    assert player.duration_s == pytest.approx(3.0)
+    player.play()
+    clock.now += 1.0
+    assert player.position() == pytest.approx(1.0)
+    assert player.frame().sequence == 30
+    player.pause()
+    clock.now += 5.0
+    assert player.position() == pytest.approx(1.0) and player.state == "paused"
+    player.seek(2.5)
+    assert player.frame().sequence == 75
+    player.play()
+    clock.now += 1.0  # past the end: it stops on the last frame
+    assert player.position() == pytest.approx(3.0) and player.state == "paused"
+    assert player.frame().sequence == 89
+    player.loop = True
+    player.play()  # from the end, play starts again at 0
+    clock.now += 2.9
+    assert player.position() == pytest.approx(2.9)
+    clock.now += 0.2  # past the end: loops back to the start and goes on
+    assert player.position() == pytest.approx(0.0) and player.state == "playing"
+    clock.now += 0.5
+    assert player.position() == pytest.approx(0.5)
+
+
+def test_with_sound_the_position_is_the_audio_clock(tmp_path, avatar):
+    take = _take(tmp_path, avatar, with_audio=True)
+    player = TakePlayer(take)
+    player.seek(1.0)
+    player.play()
+    try:
+        assert player.silent_reason is None, player.silent_reason  # the PulseAudio null sink from run-tests.sh
+        deadline = time.monotonic() + 10
+        while player._clip.heard is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        heard_frame, at = player._clip.heard
+        expected = 1.0 + heard_frame / player._clip.rate + (time.monotonic() - at)
+        assert player.position() == pytest.approx(expected, abs=0.1)  # (the callback may move `heard` meanwhile)
+        player.pause()
+        held = player.position()
+        time.sleep(0.05)
+        assert player.position() == held and held >= 1.0
+    finally:
+        player.close()
