@@ -266,9 +266,12 @@ def _gui(quick: bool) -> dict:
     code = (
         "import json\n"
         "from widgets.main_window import benchmark_gui\n"
-        f"print('GUI-BENCH ' + json.dumps(benchmark_gui(seconds={1.5 if quick else 5.0})))\n"
+        "from widgets.viewport_bench import bench_viewport\n"
+        f"figures = benchmark_gui(seconds={1.5 if quick else 5.0})\n"
+        f"figures.update(bench_viewport(seconds={2.0 if quick else 8.0}))\n"
+        "print('GUI-BENCH ' + json.dumps(figures))\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900)
     for line in result.stdout.splitlines():
         if line.startswith("GUI-BENCH "):
             return json.loads(line[len("GUI-BENCH "):])

@@ -316,6 +316,7 @@ class MainWindow(QMainWindow):
     def set_present_fps(self, fps: float) -> None:
         """Present (and so render) at most this often: the preset's fps."""
         self._present_fps = float(fps)
+        self.viewport.dynamic_resolution.set_fps(fps)
         if hasattr(self, "present_timer"):
             self.present_timer.setInterval(max(1, round(1000.0 / fps)))
 
@@ -341,7 +342,11 @@ class MainWindow(QMainWindow):
         self.latency_model.add_render_time(time_s, render_ms)
 
     def _update_status(self) -> None:
-        self.fps_label.setText(f"{self.fps_meter.fps():5.1f} fps")
+        scale = self.viewport.canvas.render_scale
+        shown = f"{self.fps_meter.fps():5.1f} fps" + (f" · {scale:.0%} res" if scale < 0.999 else "")
+        self.fps_label.setText(shown)
+        self.fps_label.setToolTip(f"Frames presented per second (the preset asks for {self._present_fps:g}); "
+                                  "'res' is the render resolution, lowered while the GL cannot hold the rate")
         self.engine.poll()
 
     def _update_telemetry(self) -> None:

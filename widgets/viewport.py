@@ -17,10 +17,10 @@ import time
 import numpy as np
 import vispy
 from PySide6.QtWidgets import QVBoxLayout, QWidget
-from vispy import scene
 from vispy.gloo import gl
 
 from render.lod import LodLibrary
+from render.scaled_canvas import DynamicResolution, ScaledSceneCanvas
 from render.scene import BACKGROUNDS, CAMERA_FRAMINGS, AvatarView
 from studio.avatar.model import AvatarModel
 from studio.frame import FrameState
@@ -34,8 +34,9 @@ class Viewport(QWidget):
 
     def __init__(self, avatar: AvatarModel, background: str = "studio", parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.canvas = scene.SceneCanvas(app="pyside6", keys=None, show=False, bgcolor=(0.2, 0.21, 0.24, 1.0),
+        self.canvas = ScaledSceneCanvas(app="pyside6", keys=None, show=False, bgcolor=(0.2, 0.21, 0.24, 1.0),
                                         parent=self, autoswap=False)
+        self.dynamic_resolution = DynamicResolution()  # render scale that holds the preset's fps
         self.view = AvatarView(self.canvas, avatar, background=background)
         self.avatar = avatar
         self.lods = LodLibrary(avatar, self.view.avatar.mesh)
@@ -61,6 +62,7 @@ class Viewport(QWidget):
         self.canvas.swap_buffers()
         self.last_draw_ms = (time.perf_counter() - self._draw_started) * 1000.0 + self._upload_ms
         self.draw_count += 1
+        self.canvas.render_scale = self.dynamic_resolution.add_draw(time.monotonic(), self.last_draw_ms)
         self.drawn.emit(time.monotonic(), self.last_draw_ms)
 
     def apply_plan(self, plan) -> None:
