@@ -77,9 +77,11 @@ class TakePlayer:
         if self.state != "playing":
             return self._origin
         clip = self._clip
+        if clip is not None:
+            self._speaker.check()  # brings the clip's DAC timing (`heard`) up to date
         if clip is not None and clip.heard is not None and clip.failed is None:
-            frame, at = clip.heard
-            now = self._origin + frame / clip.rate + (self._clock() - at)
+            frame, at = clip.heard  # `at` may lie ahead: the sound is still in the device's buffer
+            now = max(self._origin, self._origin + frame / clip.rate + (self._clock() - at))
         elif clip is not None and clip.failed is None:
             now = self._origin  # the first block is on its way to the device
         else:
