@@ -144,6 +144,8 @@ class DriftMonitor:
         self._minute_started: float | None = None
         self._silent_sum = 0.0
         self._silent_frames = 0
+        self._resting_face = np.zeros(len(ARKIT_NAMES))  # silent frames' weights summed, for the identity render
+        self._resting_frames = 0
         self.session_s = 0.0
         self.current: dict[str, float] = {}
         self.shown_drift: np.ndarray | None = None  # the latest drift vectors from the rest anchor
@@ -191,6 +193,8 @@ class DriftMonitor:
             if frame.voice_activity < SILENT_VOICE:
                 self._silent_sum += float(frame.arkit[FACE_CHANNELS].mean())
                 self._silent_frames += 1
+                self._resting_face += frame.arkit
+                self._resting_frames += 1
             if t - self._minute_started >= 60.0:
                 self._record("frame_p99_ms", t, float(np.percentile(self._minute_frame_ms[:self._minute_frames], 99)))
                 if self._silent_frames:
@@ -215,6 +219,26 @@ class DriftMonitor:
     def update_identity(self, time_s: float, ssim: float) -> None:
         self._record("identity_ssim", time_s, ssim)
 
+    def identity_frame(self):
+        """The neutral pose as the session shows it now, for the identity render: the resting face (mean of
+        the silent frames since the last call, eyes open and ahead) and the shown pose's drift from the rest
+        anchor laid on the rest pose."""
+        from studio.engine.anchor import ANCHORED_INDEX
+        from studio.engine.motion import relaxed_rest_pose
+        from studio.frame import FrameState
+
+        arkit = np.zeros(len(ARKIT_NAMES), np.float32)
+        if self._resting_frames:
+            arkit[FACE_CHANNELS] = (self._resting_face / self._resting_frames)[FACE_CHANNELS]
+        self._resting_face[:] = 0.0
+        self._resting_frames = 0
+        pose = relaxed_rest_pose().astype(np.float32)
+        transl = np.zeros(3, np.float32)
+        if self.shown_drift is not None:
+            pose[ANCHORED_INDEX] += self.shown_drift[:ROTATION_DIMS].reshape(-1, 3).astype(np.float32)
+            transl += self.shown_drift[ROTATION_DIMS:].astype(np.float32)
+        return FrameState(arkit=arkit, pose=pose, transl=transl)
+
     def note(self, message: str) -> None:
         self.events.append(message)
 
@@ -236,7 +260,7 @@ class DriftMonitor:
             value = now.get(key)
             if value is not None and value > limit:
                 cause = "anchoring is off" if not self.anchoring else "the input drifts faster than anchoring corrects"
-                out.append(f"{what} {value:.2f} {unit} off its rest anchor ({cause}): re-anchor now?")
+                out.append(f"{what} {value:.2f}{'' if unit == '°' else ' '}{unit} off its rest anchor ({cause}): re-anchor now?")
         bias = now.get("neutral_bias")
         if bias is not None and bias > limits.max_neutral_bias:
             out.append(f"the resting face is not neutral (mean weight {bias:.2f} in silence)")

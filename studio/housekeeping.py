@@ -124,3 +124,11 @@ def prewarm_engine(engine, voice: str | None = "en-us") -> float:
         except Exception as error:  # noqa: BLE001 - no voice: speech will say why when it is asked for
             log.info("prewarm: the TTS voice %r is not available (%s)", voice, error)
     return time.perf_counter() - started
+
+
+def prepare_long_session(engine, preset: Preset, voice: str | None = "en-us") -> None:
+    """What a preset's `long_session` asks of a new engine: housekeeping between passes, and prewarm."""
+    engine.housekeeper = Housekeeper(preset)
+    if preset.long_session.prewarm:
+        seconds = prewarm_engine(engine, voice)
+        log.info("prewarm: models, features, motion and the voice ready in %.2f s", seconds)

@@ -23,9 +23,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from studio.drift import FACE_CHANNELS, SILENT_VOICE, DriftMonitor
-from studio.engine.anchor import ANCHORED_INDEX, ROTATION_DIMS, DriftingTracker, SpatialAnchor
-from studio.engine.motion import relaxed_rest_pose
+from studio.drift import DriftMonitor
+from studio.engine.anchor import DriftingTracker, SpatialAnchor
 from studio.engine.sources import ENGINE_RATE, AudioSource
 from studio.frame import FrameState
 from studio.housekeeping import Housekeeper, prewarm_engine, rss_mb
@@ -190,27 +189,10 @@ class SoakOptions:
 @dataclass
 class _Tally:
     after_gc_ms: list[float] = field(default_factory=list)
-    silent_arkit: np.ndarray = field(default_factory=lambda: np.zeros(52))
-    silent_frames: int = 0
     frames: int = 0
     max_av_offset_ms: float = 0.0
     naive_av_offset_ms: float = 0.0
     last_skew_ppm: float = 0.0
-
-
-def _identity_frame(tally: _Tally, monitor: DriftMonitor) -> FrameState:
-    """The neutral pose as the session shows it now: the resting face (silent frames' mean, eyes open and
-    ahead) and the shown pose's drift from the rest anchor laid on the rest pose."""
-    arkit = np.zeros(52, np.float32)
-    if tally.silent_frames:
-        arkit[FACE_CHANNELS] = (tally.silent_arkit / tally.silent_frames)[FACE_CHANNELS]
-    pose = relaxed_rest_pose().astype(np.float32)
-    transl = np.zeros(3, np.float32)
-    drift = monitor.shown_drift
-    if drift is not None:
-        pose[ANCHORED_INDEX] += drift[:ROTATION_DIMS].reshape(-1, 3).astype(np.float32)
-        transl += drift[ROTATION_DIMS:].astype(np.float32)
-    return FrameState(arkit=arkit, pose=pose, transl=transl)
 
 
 def run_soak(options: SoakOptions) -> dict:
@@ -263,9 +245,7 @@ def run_soak(options: SoakOptions) -> dict:
                 monitor.update_memory(simulated, memory)
             if options.identity is not None and simulated >= next_identity:
                 next_identity += identity_every
-                monitor.update_identity(simulated, options.identity(_identity_frame(tally, monitor)))
-                tally.silent_arkit[:] = 0.0
-                tally.silent_frames = 0
+                monitor.update_identity(simulated, options.identity(monitor.identity_frame()))
             if options.progress is not None and step % 50 == 0:
                 options.progress(simulated)
             if options.speed is not None:
@@ -303,13 +283,10 @@ def run_soak(options: SoakOptions) -> dict:
 
 
 def _tally_frames(frames: list[FrameState], tally: _Tally, housekeeper: Housekeeper) -> None:
-    """Resting face sums, and the frame times of the second after each collection."""
+    """The frame times of the second after each collection."""
     tally.frames += len(frames)
     recent_gc = list(housekeeper.gc_media_times)[-2:]
     for frame in frames:
-        if frame.voice_activity < SILENT_VOICE:
-            tally.silent_arkit += frame.arkit
-            tally.silent_frames += 1
         for at in recent_gc:
             if at < frame.media_time_s <= at + 1.0:
                 tally.after_gc_ms.append(sum(frame.timings_ms.values()))

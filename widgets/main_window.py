@@ -42,6 +42,7 @@ from studio.avatar.model import AvatarFormatError, AvatarModel  # noqa: E402
 from studio.frame import FrameState  # noqa: E402
 from studio.presets import Persona, Preset, PresetError, Voice, persona_by_name, preset_by_name
 from widgets.av_sync import AvSyncBar  # noqa: E402
+from widgets.drift_dock import DriftDock  # noqa: E402
 from widgets.inspector import InspectorPanel, monospace_font  # noqa: E402
 from widgets.latency_dock import LatencyPanel  # noqa: E402
 from widgets.level_meter import LevelMeter  # noqa: E402
@@ -189,6 +190,7 @@ class MainWindow(QMainWindow):
         latency_layout.addWidget(self.av_sync)
         self.inspector_dock = self._add_dock("Inspector", "inspectorDock", self.inspector, Qt.DockWidgetArea.RightDockWidgetArea)
         self.latency_dock = self._add_dock("Latency", "latencyDock", latency_box, Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.drift = DriftDock(self, preset)
         self.setMinimumSize(*MINIMUM_SIZE)
         self.resize(*DEFAULT_SIZE)
         self.resizeDocks([self.inspector_dock], [340], Qt.Orientation.Horizontal)
@@ -288,7 +290,7 @@ class MainWindow(QMainWindow):
             background_menu.addAction(action)
             self.background_actions[mode] = action
         view_menu.addSeparator()
-        for dock in (self.inspector_dock, self.latency_dock):
+        for dock in (self.inspector_dock, self.latency_dock, self.drift.dock):
             view_menu.addAction(dock.toggleViewAction())
         view_menu.addSeparator()
         self._action(view_menu, "&Reset Layout", self.reset_layout)
@@ -527,7 +529,7 @@ class MainWindow(QMainWindow):
         return path
 
     def reset_layout(self) -> None:
-        for dock in (self.inspector_dock, self.latency_dock):
+        for dock in (self.inspector_dock, self.latency_dock, self.drift.dock):
             dock.setFloating(False)
             dock.show()
         self.restoreState(self._default_dock_state)
@@ -542,6 +544,7 @@ class MainWindow(QMainWindow):
         except OSError as error:
             print(f"avatar-studio: could not save the window layout to {self.layout_path}: {error}", file=sys.stderr)
         self.recording.shutdown()
+        self.drift.close()
         self.panels.close()
         self.engine.shutdown()
         for box in list(self._message_boxes):
@@ -593,11 +596,17 @@ def _engine_factory(preset, persona: Persona):
     """Builds the engine with the preset's face-model variant and the persona's style (import deferred to first use)."""
 
     def build():
+        from studio.engine.anchor import SpatialAnchor
         from studio.engine.pipeline import Engine, ExpressionLayer
+        from studio.housekeeping import prepare_long_session
 
         variant = preset.face_model_variant if preset is not None else "fp32"
-        return Engine(model_variant=variant, style=persona.motion_style(),
-                      expression=ExpressionLayer(*persona.style.weight_arrays(), name=persona.name))
+        engine = Engine(model_variant=variant, style=persona.motion_style(),
+                        expression=ExpressionLayer(*persona.style.weight_arrays(), name=persona.name),
+                        anchor=SpatialAnchor(preset.anchor) if preset is not None else None)
+        if preset is not None:
+            prepare_long_session(engine, preset, persona.voice.name)
+        return engine
 
     return build
 
