@@ -81,8 +81,8 @@ class DriftModel:
             if source is not None and source.clock.ready and presented is not None:
                 offset_ms = (presented.media_time_s - engine.media_time_now()) * 1000.0
                 monitor.update_clock(session, offset_ms, source.clock.skew_ppm)
-            audio = engine.telemetry.snapshot().get("audio") or {}
-            monitor.underruns = int(audio.get("output_underruns") or 0)
+            counters = engine.audio_counters() if hasattr(engine, "audio_counters") else {}
+            monitor.underruns = int(counters.get("output_underruns") or 0)
             events = list(getattr(engine.housekeeper, "events", ()))
             for event in events[self._notes_seen:]:
                 monitor.note(event)
