@@ -22,10 +22,15 @@ from PySide6.QtWidgets import (  # noqa: E402
     QAbstractItemView,
     QCheckBox,
     QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QDoubleSpinBox,
     QFileDialog,
+    QFormLayout,
     QHBoxLayout,
     QHeaderView,
     QLabel,
+    QLineEdit,
     QMenu,
     QProgressBar,
     QPushButton,
@@ -213,6 +218,60 @@ class TakesPanel(QWidget):
     def _renamed(self, item: QTableWidgetItem) -> None:
         if item.column() == 0:
             self.controller.rename(item.data(Qt.ItemDataRole.UserRole), item.text())
+
+
+class ExportDialog(QDialog):
+    """Where to, and for video the size, frame rate and background (alpha only in MOV and WebM)."""
+
+    SIZES = ("1280x720", "1920x1080", "640x360", "720x1280", "1080x1080")
+
+    def __init__(self, parent: QWidget, info: TakeInfo, kind: str, background: str) -> None:
+        super().__init__(parent)
+        self.kind = kind
+        self.setWindowTitle(f"Export {info.name} as {kind.upper()}")
+        self.path = QLineEdit(str(Path.home() / f"{info.name}.{kind}"))
+        self.path.setMinimumWidth(380)
+        browse = QPushButton("Browse…")
+        browse.clicked.connect(self._browse)
+        where = QHBoxLayout()
+        where.addWidget(self.path, 1)
+        where.addWidget(browse)
+        self.size_box = QComboBox()
+        self.size_box.setEditable(True)
+        self.size_box.addItems(self.SIZES)
+        self.fps = QDoubleSpinBox()
+        self.fps.setRange(1, 120)
+        self.fps.setValue(30.0)
+        self.background = QComboBox()
+        self.background.addItems(["studio", "chroma"] + (["transparent"] if kind in ("mov", "webm") else []))
+        self.background.setCurrentText(background)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
+        buttons.button(QDialogButtonBox.StandardButton.Ok).setText("Export")
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        form = QFormLayout(self)
+        form.addRow("File", where)
+        if kind in ("mp4", "mov", "webm"):
+            form.addRow("Size", self.size_box)
+            form.addRow("Background", self.background)
+        form.addRow("Frame rate", self.fps)
+        form.addRow(buttons)
+
+    def _browse(self) -> None:
+        out, _ = QFileDialog.getSaveFileName(self, "Export to", self.path.text(), EXPORT_FILTERS[self.kind])
+        if out:
+            self.path.setText(out if out.lower().endswith(f".{self.kind}") else f"{out}.{self.kind}")
+
+    def out_path(self) -> str:
+        text = self.path.text().strip()
+        return text if not text or text.lower().endswith(f".{self.kind}") else f"{text}.{self.kind}"
+
+    def size(self) -> tuple[int, int] | None:
+        try:
+            width, height = (int(v) for v in self.size_box.currentText().lower().split("x"))
+        except ValueError:
+            return None
+        return width, height
 
 
 class RecordingController(QObject):
@@ -613,17 +672,20 @@ class RecordingController(QObject):
         if info is None:
             self.window.report_error("Export", "Select a take to export first.")
             return
-        out, _ = QFileDialog.getSaveFileName(self.window, f"Export {info.name}", f"{info.name}.{kind}", EXPORT_FILTERS[kind])
-        if out:
-            if not out.lower().endswith(f".{kind}"):
-                out += f".{kind}"
-            background = self.window.viewport.background  # what the viewport shows; an MP4 has no alpha
-            if kind not in ("mov", "webm") and background == "transparent":
-                background = "studio"
-            self.export(info.path, kind, out, background=background)
+        background = self.window.viewport.background  # what the viewport shows; an MP4 has no alpha
+        if kind not in ("mov", "webm") and background == "transparent":
+            background = "studio"
+        dialog = ExportDialog(self.window, info, kind, background)
+        if dialog.exec() != QDialog.DialogCode.Accepted or not dialog.out_path():
+            return
+        if kind in ("mp4", "mov", "webm") and dialog.size() is None:
+            self.window.report_error("Export", f"size {dialog.size_box.currentText()!r} is not WIDTHxHEIGHT, e.g. 1280x720")
+            return
+        self.export(info.path, kind, dialog.out_path(), background=dialog.background.currentText(),
+                        size=dialog.size(), fps=dialog.fps.value())
 
     def export(self, take: str | Path, kind: str, out: str | Path, background: str = "studio",
-               size: tuple[int, int] | None = None) -> bool:
+               size: tuple[int, int] | None = None, fps: float | None = None) -> bool:
         """Export in a separate process (its own offscreen GL): progress here, cancel any time, the UI runs on."""
         if self.export_process is not None:
             self.window.report_error("Export", "An export is already running; wait for it or cancel it.")
@@ -634,6 +696,8 @@ class RecordingController(QObject):
             args += ["--persona", persona.name]
         if size is not None:
             args += ["--size", f"{size[0]}x{size[1]}"]
+        if fps is not None:
+            args += ["--fps", f"{fps:g}"]
         process = QProcess(self)
         environment = QProcessEnvironment.systemEnvironment()
         root = str(Path(__file__).resolve().parents[1])

@@ -150,3 +150,20 @@ def test_live_link_csv_imports_as_a_take_and_a_bad_one_is_refused(window, tmp_pa
     assert controller.import_livelink(str(tmp_path / "other.csv")) is None
     assert "not a Live Link Face CSV" in controller.window.last_error
     assert [r.name for r in controller.rows] == ["face"]
+
+
+def test_export_dialog_offers_size_fps_and_background(window, tmp_path):
+    from widgets.take_browser import ExportDialog
+
+    _take(tmp_path / "takes")
+    controller = window().recording
+    info = controller.rows[0]
+    mp4 = ExportDialog(controller.window, info, "mp4", "studio")
+    assert [mp4.background.itemText(i) for i in range(mp4.background.count())] == ["studio", "chroma"]
+    mp4.path.setText(str(tmp_path / "clip"))
+    mp4.size_box.setCurrentText("1920x1080")
+    assert mp4.out_path() == str(tmp_path / "clip.mp4") and mp4.size() == (1920, 1080)
+    mp4.size_box.setCurrentText("big")
+    assert mp4.size() is None
+    webm = ExportDialog(controller.window, info, "webm", "transparent")
+    assert webm.background.currentText() == "transparent"
