@@ -70,3 +70,32 @@ def enable_realtime(stream) -> bool:
     enable.restype = None
     enable(int(sounddevice._ffi.cast("uintptr_t", stream._ptr)), 1)
     return True
+
+
+def raise_sound_server_threads(priority: int = 10) -> int:
+    """Real-time priority for the PulseAudio client library's threads in this process ("threaded-ml").
+
+    alsa-lib's PulseAudio plugin hands our blocks to the sound server from its own thread; left at normal
+    priority on a loaded machine it waits behind every busy thread, and the device runs dry however
+    promptly the callback ran. Where the user may not raise priorities this changes nothing. Returns how
+    many threads were raised.
+    """
+    import os
+
+    raised = 0
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return 0
+    for task in tasks:
+        try:
+            with open(f"/proc/self/task/{task}/comm") as name:
+                if name.read().strip() != "threaded-ml":
+                    continue
+            if os.sched_getscheduler(int(task)) == os.SCHED_OTHER:
+                os.sched_setscheduler(int(task), os.SCHED_FIFO, os.sched_param(priority))
+                raised += 1
+        except (OSError, ValueError):
+            continue
+    return raised
+

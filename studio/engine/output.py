@@ -193,6 +193,7 @@ class SpeakerOutput:
                                        latency=OUTPUT_LATENCY_S, blocksize=max(1, round(rate * self.block_s)))
                 self.realtime = alsa.enable_realtime(stream)
                 stream.start()
+                alsa.raise_sound_server_threads()
             except Exception as error:  # no device, PortAudio missing or refusing: say so, stay closed
                 self.error = f"cannot open the speaker output ({error})"
                 raise AudioDeviceError(self.error) from error

@@ -248,3 +248,24 @@ def test_underruns_are_counted_and_reach_telemetry_not_stderr(capfd):
     assert counts["output_underruns"] == engine.speaker.underruns > before
     assert counts["input_overflows"] == 0 and alsa.installed()
     assert "ALSA lib" not in capfd.readouterr().err
+
+
+@needs_pulse
+def test_the_audio_threads_run_at_real_time_priority_where_permitted():
+    import os
+
+    if os.geteuid() != 0:
+        pytest.skip("raising thread priorities needs root (or an rtprio limit) here")
+    speaker = SpeakerOutput()
+    speaker.open()
+    try:
+        time.sleep(0.2)
+        policies = {}
+        for task in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{task}/comm") as name:
+                policies.setdefault(name.read().strip(), []).append(os.sched_getscheduler(int(task)))
+    finally:
+        speaker.close()
+    assert speaker.realtime
+    assert os.SCHED_FIFO in policies.get("threaded-ml", []), policies  # PulseAudio's client thread
+    assert sum(policy == os.SCHED_FIFO for values in policies.values() for policy in values) >= 2  # and PortAudio's
