@@ -46,7 +46,6 @@ def take_path(value: str) -> Path:
 def record_command(args: argparse.Namespace) -> int:
     from studio.avatar.io import default_avatar_path, load_avatar
     from studio.engine.sources import AudioInputError
-    from studio.recording.recorder import DiskSpaceError
     from studio.recording.session import record_offline
     from studio.speech.espeak import SpeechError
 
@@ -60,22 +59,20 @@ def record_command(args: argparse.Namespace) -> int:
         preset = resolve_preset(args.preset, persona)
         avatar = load_avatar(args.avatar or default_avatar_path())
         take = record_offline(folder, avatar, persona, preset, audio_path=args.audio, text=args.text, fps=args.fps)
-    except DiskSpaceError as error:
-        _remove_empty(folder)
-        return _fail(str(error), 1)
     except (AudioInputError, SpeechError, AvatarFormatError, ValueError) as error:  # a PresetError is a ValueError
-        _remove_empty(folder)
+        _remove_if_empty(folder)
         return _fail(str(error))
+    except OSError as error:  # DiskSpaceError before the start; a write error keeps what was written, repairable
+        _remove_if_empty(folder)
+        return _fail(str(error), 1)
     print(f"recorded take {folder}: {len(take.frames)} frames at {take.manifest['frame_rate']:g} fps, "
           f"{take.duration_s:.2f} s, persona {persona.name}, preset {preset.name}")
     return 0
 
 
-def _remove_empty(folder: Path) -> None:
-    """A take that failed before any frame leaves no folder behind (only ever our own empty files)."""
-    if folder.is_dir() and not any(p.suffix == ".bin" and p.stat().st_size > 4096 for p in folder.iterdir()):
-        for child in folder.iterdir():
-            child.unlink()
+def _remove_if_empty(folder: Path) -> None:
+    """A take that failed before it started leaves no empty folder behind."""
+    if folder.is_dir() and not any(folder.iterdir()):
         folder.rmdir()
 
 
