@@ -126,9 +126,17 @@ def prewarm_engine(engine, voice: str | None = "en-us") -> float:
     return time.perf_counter() - started
 
 
+def freeze_survivors() -> None:
+    """Collect once and move every object alive now (models, caches, GUI) out of the collector's sight
+    (gc.freeze): each quiet-moment collection after this walks only what the session created since."""
+    gc.collect()
+    gc.freeze()
+
+
 def prepare_long_session(engine, preset: Preset, voice: str | None = "en-us") -> None:
     """What a preset's `long_session` asks of a new engine: housekeeping between passes, and prewarm."""
     engine.housekeeper = Housekeeper(preset)
     if preset.long_session.prewarm:
         seconds = prewarm_engine(engine, voice)
+        freeze_survivors()
         log.info("prewarm: models, features, motion and the voice ready in %.2f s", seconds)

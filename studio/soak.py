@@ -27,7 +27,7 @@ from studio.drift import DriftMonitor
 from studio.engine.anchor import DriftingTracker, SpatialAnchor
 from studio.engine.sources import ENGINE_RATE, AudioSource
 from studio.frame import FrameState
-from studio.housekeeping import Housekeeper, prewarm_engine, rss_mb
+from studio.housekeeping import Housekeeper, freeze_survivors, prewarm_engine, rss_mb
 from studio.precision import plan_for
 from studio.presets import Preset
 
@@ -241,6 +241,8 @@ def run_soak(options: SoakOptions) -> dict:
                 next_memory += 10.0
                 memory = rss_mb()
                 if monitor.baseline_rss_mb is None and simulated >= WARMUP_S:
+                    freeze_survivors()
+                    memory = rss_mb()
                     monitor.mark_prewarmed(memory)
                 monitor.update_memory(simulated, memory)
             if options.identity is not None and simulated >= next_identity:
