@@ -28,28 +28,26 @@ class ExportCancelled(Exception):
 
 
 def persona_avatar(persona, fallback: AvatarModel | None = None) -> AvatarModel:
-    """The avatar a persona names (`default` or a file), with the persona's part colours laid over it."""
-    import dataclasses
-
+    """The avatar a persona names (`default` or a file), in the persona's colours."""
+    from studio.avatar.appearance import with_colors
     from studio.avatar.io import default_avatar_path, load_avatar
-    from studio.avatar.model import Material
 
     name = getattr(persona, "avatar", "default") or "default"
     if name == "default":
         avatar = fallback if fallback is not None else load_avatar(default_avatar_path())
     else:
         avatar = load_avatar(name)
-    colors = {part: color for part, color in (getattr(persona, "colors", {}) or {}).items() if part in avatar.part_names}
-    if colors:
-        materials = dict(avatar.materials)
-        vertex_colors = None if avatar.vertex_colors is None else np.array(avatar.vertex_colors, np.float32)
-        for part, color in colors.items():
-            base = materials.get(part)
-            materials[part] = dataclasses.replace(base, color=tuple(color)) if base else Material(tuple(color))
-            if vertex_colors is not None and avatar.part_labels is not None:
-                vertex_colors[avatar.part_labels == avatar.part_names.index(part)] = color
-        avatar = dataclasses.replace(avatar, materials=materials, vertex_colors=vertex_colors)
-    return avatar
+    return with_colors(avatar, dict(getattr(persona, "colors", {}) or {}))
+
+
+def _recorded_persona(take: Take):
+    """The persona the take was recorded with, for its look; None when it no longer loads."""
+    from studio.presets import PresetError, persona_by_name
+
+    try:
+        return persona_by_name(take.manifest.get("persona") or "default")
+    except PresetError:
+        return None
 
 
 def take_frames(take: Take, fps: float, persona=None) -> list[FrameState]:
@@ -101,8 +99,9 @@ def export_take(take: Take, kind: str, out: str | os.PathLike, avatar: AvatarMod
 
         if out.suffix.lower() != f".{kind}":
             raise ValueError(f"cannot write {kind} to {out}: the file name must end in .{kind}")
-        if avatar is None or (persona is not None and persona.name != take.manifest.get("persona")):
-            avatar = persona_avatar(persona, avatar) if persona is not None else avatar
+        look = persona if persona is not None else _recorded_persona(take)
+        if look is not None:
+            avatar = persona_avatar(look, avatar)
         audio = None
         if len(take.audio):
             video_samples = int(round(len(frames) / fps * take.sample_rate))
