@@ -25,6 +25,9 @@ from studio.frame import FrameState  # noqa: E402
 
 TILE = 200
 COLUMNS = 8
+SPEECH_LINE = "Bob met Pam by the maple tree. Would you move to Oslo?"
+CLOSURES = {"p", "b", "m"}
+ROUNDED = {"w", "u:", "U", "oU", "O:", "0", "aU"}
 
 
 def body_poses() -> dict[str, np.ndarray]:
@@ -70,6 +73,29 @@ def _label(image: np.ndarray, text: str) -> np.ndarray:
     return out
 
 
+def speech_frames(line: str = SPEECH_LINE) -> list[tuple[str, FrameState]]:
+    """The line spoken by espeak-ng and read back from its audio by the offline analysis (the face model and the
+    mouth shaper, as a recording gets them), at the middle of every lip closure and rounded sound."""
+    from studio.engine.offline import analyze_audio
+    from studio.engine.sources import trim_leading_silence
+    from studio.speech.espeak import EspeakSynth
+    from studio.speech.visemes import base_symbol
+
+    clip = trim_leading_silence(EspeakSynth("en-us", 150).synthesize(line))
+    frames = analyze_audio(clip.audio, fps=100, sample_rate=clip.sample_rate)
+    picked = []
+    for phoneme in clip.phonemes:
+        symbol = base_symbol(phoneme.symbol)
+        if symbol in CLOSURES:  # espeak's event marks the release: the closure is the 40 ms before it
+            at = max(0.0, phoneme.start_s - 0.02) if symbol in ("p", "b") else (phoneme.start_s + phoneme.end_s) / 2
+        elif symbol in ROUNDED:
+            at = (phoneme.start_s + phoneme.end_s) / 2
+        else:
+            continue
+        picked.append((f"/{symbol}/ {at:.2f}s", frames[min(len(frames) - 1, max(0, round(at * 100)))]))
+    return picked
+
+
 def render_sheet(avatar_path: Path, out: Path) -> None:
     from vispy import io
 
@@ -86,6 +112,12 @@ def render_sheet(avatar_path: Path, out: Path) -> None:
         for name, pose in body_poses().items():
             tiles.append(_label(renderer.render(FrameState(pose=pose)), name))
     blank = np.full_like(tiles[0], 255)
+    while len(tiles) % COLUMNS:
+        tiles.append(blank)
+    # the speech strip: "Bob met Pam by the maple tree. Would you move to Oslo?" closures and rounding
+    with OffscreenRenderer(model, size=(TILE, TILE), camera="head") as renderer:
+        for name, frame in speech_frames():
+            tiles.append(_label(renderer.render(FrameState(arkit=frame.arkit)), name))
     while len(tiles) % COLUMNS:
         tiles.append(blank)
     rows = [np.concatenate(tiles[i:i + COLUMNS], axis=1) for i in range(0, len(tiles), COLUMNS)]

@@ -180,17 +180,65 @@ def _markdown(results: dict) -> str:
     for key, value in results.items():
         if not isinstance(value, dict):
             lines.append(f"| {key} | {value} |")
-    for section in ("per_class", "training"):
+    articulation = results.get("articulation") or {}
+    if articulation:
+        keys = ("closure_recall_pct", "rounding_recall_pct", "open_vowel_recall_pct", "pause_mouth_at_rest_pct",
+                "aperture_lag_ms")
+        lines += ["", "## articulation: synthetic held-out | human dev (as shown: mouth shaper on)", "",
+                  "| model, path | " + " | ".join(keys) + " |", "| --- |" + " --- |" * len(keys)]
+        for name, sets in articulation.items():
+            human = sets.get("human") or {}
+            cells = [f"{sets['synthetic'].get(k)} / {human.get(k, '—')}" for k in keys]
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    for section in ("per_class", "training", "human_dev_set"):
         if isinstance(results.get(section), dict):
             lines += ["", f"## {section.replace('_', ' ')}", "", "| key | value |", "| --- | --- |"]
             lines += [f"| {k} | {v} |" for k, v in results[section].items()]
     return "\n".join(lines) + "\n"
 
 
+class ShapedModel:
+    """A face model as the studio shows it: its output through the mouth shaper (studio.engine.mouth_shaper)."""
+
+    def __init__(self, model: FaceModel, centred: bool) -> None:
+        self.model, self.centred = model, centred
+
+    def run_offline(self, features: np.ndarray):
+        from studio.engine.face_model import FaceOutput
+        from studio.engine.mouth_shaper import shape_mouth
+
+        out = self.model.run_offline(features)
+        return FaceOutput(shape_mouth(out.arkit, out.visemes, self.centred), out.visemes, out.voice_activity)
+
+
+def articulation_report(paths: dict, synthetic, human) -> dict:
+    """Per-class articulation of each variant as shown live (shaper streaming) and offline (centred), on the
+    synthetic held-out set and on the human dev set side by side."""
+    report = {}
+    for variant, path in _model_paths(paths).items():
+        model = FaceModel(variant, path=path)
+        for mode, centred in (("live", False), ("offline", True)):
+            shaped = ShapedModel(model, centred)
+            report[f"{variant}_{mode}"] = {"synthetic": articulation_metrics(shaped, synthetic),
+                                           "human": articulation_metrics(shaped, human) if human else None}
+    return report
+
+
 def evaluate_and_report(paths: dict, report_md: Path, training: dict | None = None, tiny: bool = False) -> dict:
     """Quality + cost for the given model files; writes report_md and the .json beside it."""
     results = evaluate_quality(paths, n_utterances=6 if tiny else 60)
     results.update(benchmark_face_model(paths, hops=300 if tiny else 3000))
+    from assets.model import human_dev
+
+    human, human_summary = [], {"note": "klettres-data or pocketsphinx not installed: no human dev set"}
+    try:
+        if human_dev.available() and not tiny:
+            clips, human_summary = human_dev.load_dev_set()
+            human = human_dev.to_examples(clips)
+    except ImportError:
+        pass
+    results["human_dev_set"] = human_summary
+    results["articulation"] = articulation_report(paths, held_out_examples(6 if tiny else 60), human)
     if training:
         results["training"] = training
         results["train_s"] = training.get("train_s")
@@ -207,6 +255,80 @@ def main() -> None:
     previous = report.with_suffix(".json")
     training = json.loads(previous.read_text()).get("training") if previous.is_file() else None
     print(json.dumps(evaluate_and_report(_model_paths(None), report, training=training), indent=2))
+
+
+
+ROUNDED = ("mouthFunnel", "mouthPucker")
+ROUND_VISIBLE = 0.25  # funnel or pucker at least this, and half the target's own peak
+PAUSE_MIN_FRAMES = 25  # pauses over 250 ms
+PAUSE_EDGE_FRAMES = 5  # the mouth may still be closing or opening 50 ms into or before a pause
+MAX_LAG_FRAMES = 10
+
+
+def _interval_hits(pred: np.ndarray, target: np.ndarray, classes: np.ndarray, wanted: set[int],
+                   channels: list[int], need_abs: float) -> tuple[int, int]:
+    """Intervals of `wanted` visemes whose target peak on `channels` is clear; a hit when the prediction's
+    peak within the interval (±1 display frame) reaches half the target's and `need_abs`."""
+    hits = total = 0
+    slack = int(np.ceil(FEATURE_FPS / DISPLAY_FPS))
+    for start, stop in _runs(np.isin(classes, list(wanted))):
+        target_peak = float(target[start:stop][:, channels].max())
+        if target_peak < 0.2:
+            continue
+        total += 1
+        lo, hi = max(0, start - slack), min(len(pred), stop + slack)
+        if float(pred[lo:hi][:, channels].max()) >= max(need_abs, 0.5 * target_peak):
+            hits += 1
+    return hits, total
+
+
+def articulation_metrics(model: FaceModel, examples) -> dict:
+    """Per-class articulation on any labelled set: closure recall (±1 frame at 60 fps), rounding on UW/OW/W,
+    open vowels, mouth at rest in pauses over 250 ms, and the lag that maximises the aperture correlation."""
+    from studio.speech.visemes import VISEMES, mouth_openness
+
+    closure = list(VISEMES).index("PP")
+    rounded = {list(VISEMES).index("ou"), list(VISEMES).index("oh")}
+    open_vowel = {list(VISEMES).index("aa")}
+    round_channels = [ARKIT_INDEX[n] for n in ROUNDED]
+    jaw = [ARKIT_INDEX["jawOpen"]]
+    counts = dict.fromkeys(("closure_hit", "closure", "round_hit", "round", "open_hit", "open", "rest", "pause"), 0)
+    pred_open, target_open = [], []
+    for example in examples:
+        out = model.run_offline(example.features).arkit
+        hits, total = closure_hits(out, example.viseme, closure)
+        counts["closure_hit"] += hits
+        counts["closure"] += total
+        hits, total = _interval_hits(out, example.arkit, example.viseme, rounded, round_channels, ROUND_VISIBLE)
+        counts["round_hit"] += hits
+        counts["round"] += total
+        hits, total = _interval_hits(out, example.arkit, example.viseme, open_vowel, jaw, 0.2)
+        counts["open_hit"] += hits
+        counts["open"] += total
+        silent = (example.voice_active < 0.5) & (example.arkit.max(1) < 0.02)
+        for start, stop in _runs(silent):
+            if stop - start >= PAUSE_MIN_FRAMES:
+                inner = out[start + PAUSE_EDGE_FRAMES:stop - PAUSE_EDGE_FRAMES]
+                counts["rest"] += int(mouth_at_rest(inner).sum())
+                counts["pause"] += len(inner)
+        pred_open.append(mouth_openness(out))
+        target_open.append(mouth_openness(example.arkit))
+    pred, target = np.concatenate(pred_open), np.concatenate(target_open)
+    pred, target = pred - pred.mean(), target - target.mean()
+    lags = range(-MAX_LAG_FRAMES, MAX_LAG_FRAMES + 1)
+    corr = [float(np.dot(pred[max(0, k):len(pred) + min(0, k)], target[max(0, -k):len(target) - max(0, k)]))
+            for k in lags]
+
+    def pct(hit: str, total: str) -> float | None:
+        return round(100 * counts[hit] / counts[total], 1) if counts[total] else None
+
+    return {
+        "closure_recall_pct": pct("closure_hit", "closure"), "closure_intervals": counts["closure"],
+        "rounding_recall_pct": pct("round_hit", "round"), "rounding_intervals": counts["round"],
+        "open_vowel_recall_pct": pct("open_hit", "open"), "open_vowel_intervals": counts["open"],
+        "pause_mouth_at_rest_pct": pct("rest", "pause"), "pause_frames": counts["pause"],
+        "aperture_lag_ms": 10 * lags[int(np.argmax(corr))],  # + : the mouth moves after the target
+    }
 
 
 if __name__ == "__main__":

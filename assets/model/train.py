@@ -329,6 +329,10 @@ def main(argv: list[str] | None = None) -> None:
     summary["total_pipeline_s"] = round(time.perf_counter() - started, 1)
     report = args.report or (Path(args.out) / "model_report.md" if args.tiny else Path("docs/model_report.md"))
     results = evaluate_and_report(paths, report, training=summary, tiny=args.tiny)
+    if not args.tiny and (results.get("offline_closure_recall_pct") or 0) < (results.get("closure_recall_pct") or 0):
+        # selection: the offline path uses face_offline.onnx only when it beats the live model on held-out data
+        paths["offline"].unlink(missing_ok=True)
+        print("face_offline.onnx closes fewer p/b/m than the live model: removed, offline analysis uses the live model")
     print(json.dumps(results, indent=2))
 
 

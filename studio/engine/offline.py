@@ -27,6 +27,7 @@ from studio.engine.motion import (
     ProsodyTracker,
     lay_eyes,
 )
+from studio.engine.mouth_shaper import shape_mouth
 from studio.engine.pipeline import MOUTH_CHANNELS
 from studio.engine.sources import ENGINE_RATE, AudioInputError, resample_clip, trim_leading_silence
 from studio.engine.sources import HOP_SAMPLES as HOP
@@ -174,8 +175,8 @@ class StreamingAnalysis:
         """Gate and store every hop whose face and surrounding loudness are known."""
         face_end = self._face_start + len(self._face[2])
         prosody_end = self._prosody_start + len(self._prosodies)
-        if final_hops is None:
-            end = min(face_end, prosody_end - MouthGate.LOOK_AHEAD)
+        if final_hops is None:  # the mouth shaper looks two hops ahead too
+            end = min(face_end - 2, prosody_end - MouthGate.LOOK_AHEAD)
         else:
             end = min(face_end, final_hops)
         if end <= self._hops_done:
@@ -189,7 +190,10 @@ class StreamingAnalysis:
             heard = bool(loud[low:hop + MouthGate.LOOK_AHEAD + 1 - self._prosody_start].any())
             gates[n] = self.gate.step(heard)
         first = self._hops_done - self._face_start
-        arkit = np.clip(self._face[0][first:first + count], 0.0, 1.0)
+        lead = min(first, 2)  # the shaper's context: two hops either side where there are
+        beliefs = self._face[1][first - lead:first + count + 2]
+        shaped = shape_mouth(np.clip(self._face[0][first - lead:first - lead + len(beliefs)], 0.0, 1.0), beliefs)
+        arkit = shaped[lead:lead + count]
         arkit[:, MOUTH_CHANNELS] *= gates[:, None]
         self._hop_arkit = np.concatenate([self._hop_arkit, arkit])
         self._hop_voice = np.concatenate([self._hop_voice, self._face[2][first:first + count] * gates])
@@ -239,7 +243,7 @@ class StreamingAnalysis:
             self._hop_arkit, self._hop_voice = self._hop_arkit[drop:], self._hop_voice[drop:]
             self._hop_visemes = self._hop_visemes[drop:]
             self._hop_start += drop
-        drop = max(0, self._hops_done - self._face_start)
+        drop = max(0, self._hops_done - 2 - self._face_start)  # the last two finished hops stay: the shaper's context
         if drop:
             self._face = [values[drop:] for values in self._face]
             self._face_start += drop

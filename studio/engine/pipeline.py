@@ -34,6 +34,7 @@ from studio.engine.motion import (
     Prosody,
     ProsodyTracker,
 )
+from studio.engine.mouth_shaper import StreamingMouthShaper
 from studio.engine.output import SpeakerOutput
 from studio.engine.sources import ENGINE_RATE, AudioDeviceError, AudioSource, MicrophoneSource
 from studio.frame import FrameState, interpolate
@@ -218,6 +219,7 @@ class Engine:
         self._ease_from = np.zeros(NUM_ARKIT, np.float32)
         self._ease_until = -1.0
         self._gate = MouthGate()
+        self._shaper = StreamingMouthShaper()
         self.status = "stopped"
         self.source_error: str | None = None
         self._needs_activation = True
@@ -470,6 +472,7 @@ class Engine:
         self.motion.reset()
         self._held_motion = None
         self._gate.reset()
+        self._shaper.reset()
         self._idle_anchor = (self._media_now, self.monotonic())
         self.source_error = None
         if source is None:
@@ -640,6 +643,7 @@ class Engine:
             gate, voice = 1.0, hop.voice
         arkit = np.maximum(hop.arkit, 0.0, dtype=np.float32)
         np.minimum(arkit, 1.0, out=arkit)
+        arkit = self._shaper.step(arkit, hop.visemes)  # closures shut and rounding shows when the model is sure
         if gate < 1.0:
             arkit[MOUTH_CHANNELS] *= gate
         motion = self._motion_at(hop.index, media, Prosody(prosody.energy, prosody.pitch, prosody.voiced,

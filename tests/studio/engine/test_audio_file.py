@@ -107,3 +107,14 @@ def test_not_audio_is_refused_up_front(tmp_path):
     text.write_text("these are not samples\n" * 20)
     with pytest.raises(AudioInputError, match="notes.wav"):
         AudioFileStream(text)
+
+
+def test_streamed_frames_do_not_depend_on_the_chunk_size():
+    audio = np.tile(_speech(SR), 3)
+    whole = StreamingAnalysis(fps=60, model_variant="fp32")
+    blocks = [whole.push(audio), whole.finish()]
+    pieces = StreamingAnalysis(fps=60, model_variant="fp32")
+    blocks_small = [pieces.push(audio[i:i + 777]) for i in range(0, len(audio), 777)] + [pieces.finish()]
+    big = np.concatenate([b.arkit for b in blocks if b is not None])
+    small = np.concatenate([b.arkit for b in blocks_small if b is not None])
+    assert big.shape == small.shape and np.allclose(big, small, atol=1e-6)

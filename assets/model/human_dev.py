@@ -1,0 +1,131 @@
+"""Human-speech dev set: real people's recordings, aligned by pocketsphinx, never trained on.
+
+Source: Debian `klettres-data` (KLettres, GPL-2+): one US and one British English speaker reading the
+alphabet and short words (`/usr/share/klettres/{en,en_GB}/{alpha,syllab}/*.ogg`). Letters such as
+B, M, P, W, O, Q, U and words such as "ball", "me", "my", "pet", "no", "saw", "well" carry the
+closures and rounded sounds this set exists to check. Neither speaker is behind any training voice.
+
+Phone timing comes from pocketsphinx (PyPI, its bundled US-English acoustic model and CMU dictionary)
+forcing an alignment of the known word, with a QC step: an alignment is dropped when its speech
+(everything not SIL) does not cover the clip's audible region well (intersection over union < 0.4;
+breaths and prevoicing around an isolated word count as audible), or when any phone is shorter than
+the recognizer's 3-frame minimum.
+
+Used only to select models and report on them (`evaluate.human_dev_report`); the Debian telephony
+prompt recordings are not used here or anywhere in training.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+KLETTRES = Path("/usr/share/klettres")
+SPEAKERS = ("en", "en_GB")
+QC_MIN_IOU = 0.4
+SAMPLE_RATE = 16000
+
+
+@dataclass(frozen=True)
+class DevClip:
+    path: Path
+    speaker: str
+    text: str
+    audio: np.ndarray  # float32 mono 16 kHz
+    phones: tuple[tuple[str, float, float], ...]  # (CMU phone, start s, end s), SIL included
+
+
+def available() -> bool:
+    return any((KLETTRES / speaker).is_dir() for speaker in SPEAKERS)
+
+
+def _decode(path: Path) -> np.ndarray:
+    from studio.engine.audio_file import AudioFileStream
+
+    return np.concatenate([chunk[:, 0] for chunk in AudioFileStream(path).chunks(rate=SAMPLE_RATE)])
+
+
+def _audible(audio: np.ndarray) -> tuple[float, float] | None:
+    """Start and end (s) of the region within 30 dB of the clip's loudest 10 ms."""
+    hop = SAMPLE_RATE // 100
+    frames = audio[: len(audio) // hop * hop].reshape(-1, hop)
+    level = 10 * np.log10(np.mean(frames**2, axis=1) + 1e-12)
+    loud = np.flatnonzero(level > level.max() - 30)
+    return (loud[0] / 100, (loud[-1] + 1) / 100) if loud.size else None
+
+
+def align(decoder, audio: np.ndarray, text: str) -> tuple[tuple[str, float, float], ...] | None:
+    """Phones of `text` in `audio` by forced alignment, or None when QC rejects the alignment."""
+    pcm = (np.clip(audio, -1, 1) * 32767).astype(np.int16).tobytes()
+    try:
+        decoder.set_align_text(text)
+        decoder.start_utt()
+        decoder.process_raw(pcm, full_utt=True)
+        decoder.end_utt()
+        decoder.set_alignment()
+        decoder.start_utt()
+        decoder.process_raw(pcm, full_utt=True)
+        decoder.end_utt()
+        alignment = decoder.get_alignment()
+    except (RuntimeError, ValueError):
+        return None
+    if alignment is None:
+        return None
+    phones = tuple((phone.name, phone.start / 100, (phone.start + phone.duration) / 100)
+                   for word in alignment for phone in word)
+    speech = [(start, end) for name, start, end in phones if name != "SIL"]
+    audible = _audible(audio)
+    if not speech or audible is None or any(end - start < 0.029 for start, end in speech):  # 3 frames minimum
+        return None
+    first, last = speech[0][0], speech[-1][1]
+    overlap = max(0.0, min(last, audible[1]) - max(first, audible[0]))
+    union = max(last, audible[1]) - min(first, audible[0])
+    return phones if overlap / union >= QC_MIN_IOU else None
+
+
+def _text(path: Path) -> str:
+    return path.stem.lower()
+
+
+def load_dev_set(log=print) -> tuple[list[DevClip], dict]:
+    """Every clip that aligns and passes QC, and a summary (clips seen, dropped and why)."""
+    from pocketsphinx import Decoder
+
+    decoder = Decoder(samprate=SAMPLE_RATE, loglevel="FATAL")
+    clips, dropped, unknown = [], [], []
+    for speaker in SPEAKERS:
+        for path in sorted((KLETTRES / speaker).glob("*/*.ogg")):
+            text = _text(path)
+            if decoder.lookup_word(text) is None:
+                unknown.append(path.name)
+                continue
+            audio = _decode(path)
+            phones = align(decoder, audio, text)
+            if phones is None:
+                dropped.append(f"{speaker}/{path.parent.name}/{path.name}")
+                continue
+            clips.append(DevClip(path, speaker, text, audio, phones))
+    summary = {"source": "Debian klettres-data (GPL-2+): 2 human speakers, letters and words",
+               "clips": len(clips), "qc_dropped": dropped, "not_in_dictionary": unknown,
+               "audio_s": round(sum(len(c.audio) for c in clips) / SAMPLE_RATE, 1)}
+    log(f"human dev set: {len(clips)} clips, {len(dropped)} dropped by QC, {len(unknown)} not in the dictionary")
+    return clips, summary
+
+
+def to_examples(clips: list[DevClip]):
+    """train.Example per clip: features, and targets from the aligned phones (festival-style segments)."""
+    from assets.model.corpus import _festival_phonemes
+    from assets.model.train import utterance_to_example
+    from studio.engine.features import LogMelExtractor
+    from studio.speech.visemes import phoneme_track
+
+    extractor = LogMelExtractor()
+    examples = []
+    for clip in clips:
+        segments = [(name.lower() if name != "SIL" else "pau", end) for name, _, end in clip.phones]
+        phonemes = _festival_phonemes(segments)
+        targets = phoneme_track(phonemes, len(clip.audio) / SAMPLE_RATE, 100.0, timing="segment")
+        examples.append(utterance_to_example(clip.audio, targets, extractor))
+    return examples

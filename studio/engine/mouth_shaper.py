@@ -1,0 +1,84 @@
+"""Closure and rounding fidelity: the face model's own viseme beliefs finish what its weights start.
+
+On real voices the model often knows a p/b/m is there (its PP viseme probability is high) while its
+blendshape output only gets the lips a third of the way shut, and it under-rounds oo/oh/w. Here the
+mouth channels are blended towards the viseme's target pose in proportion to that belief:
+
+- PP: towards the closed-lip pose (jaw nearly shut, mouthClose cancelling it, lips pressed), so the
+  lips meet (mouth_openness 0) when the model is sure, and partly when it is half sure;
+- ou / oh: funnel and pucker raised to at least the rounded pose's level, nothing else changed.
+
+The blend weight is a continuous function of the probability (a ramp between LOW and HIGH), not a
+switch, so a probability hovering near a threshold cannot make the lips chatter; the probability is
+first averaged over hops with an even-weight window, which cancels a hop-by-hop flicker exactly:
+(1, 2, 2, 2, 1) / 8 centred offline, the hop and the one before when streaming (no added delay).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from studio.avatar.arkit import ARKIT_INDEX
+from studio.speech.visemes import VISEME_POSES, VISEMES
+
+CLOSURE_LOW, CLOSURE_HIGH = 0.35, 0.7
+ROUND_LOW, ROUND_HIGH = 0.35, 0.7
+_PP = VISEMES.index("PP")
+_ROUND = (VISEMES.index("ou"), VISEMES.index("oh"))
+_LIPS = np.array(sorted({ARKIT_INDEX[name] for name in ARKIT_INDEX
+                         if name.startswith(("jaw", "mouth"))} - {ARKIT_INDEX["jawForward"], ARKIT_INDEX["jawLeft"],
+                                                                  ARKIT_INDEX["jawRight"]}))
+_ROUNDING = np.array([ARKIT_INDEX["mouthFunnel"], ARKIT_INDEX["mouthPucker"]])
+_CLOSED_POSE = VISEME_POSES["PP"]
+_ROUND_FLOOR = np.maximum(VISEME_POSES["ou"], VISEME_POSES["oh"])[_ROUNDING] * 0.6
+
+
+def _ramp(p: np.ndarray, low: float, high: float) -> np.ndarray:
+    x = np.clip((p - low) / (high - low), 0.0, 1.0)
+    return x * x * (3.0 - 2.0 * x)
+
+
+def shape_mouth(arkit: np.ndarray, visemes: np.ndarray, centred: bool = True) -> np.ndarray:
+    """(n, 52) weights and (n, 15) viseme probabilities -> shaped (n, 52) weights (a new array).
+
+    `centred` smooths each hop's beliefs with two neighbours on either side (offline); False uses the hop
+    and the one before (streaming, no added delay).
+    """
+    weights = np.array(arkit, np.float32, copy=True)
+    probs = np.asarray(visemes, np.float32)
+    if len(weights) == 0:
+        return weights
+    closure = probs[:, _PP]
+    rounding = probs[:, _ROUND].sum(axis=1)
+    closure, rounding = _smooth(closure, centred), _smooth(rounding, centred)
+    shut = _ramp(closure, CLOSURE_LOW, CLOSURE_HIGH)[:, None]
+    weights[:, _LIPS] = (1.0 - shut) * weights[:, _LIPS] + shut * _CLOSED_POSE[_LIPS]
+    rounded = _ramp(rounding, ROUND_LOW, ROUND_HIGH)[:, None] * (1.0 - shut)
+    weights[:, _ROUNDING] = np.maximum(weights[:, _ROUNDING], rounded * _ROUND_FLOOR)
+    return weights
+
+
+def _smooth(values: np.ndarray, centred: bool) -> np.ndarray:
+    if centred:
+        padded = np.concatenate([values[:1], values[:1], values, values[-1:], values[-1:]])
+        return (padded[:-4] + 2 * padded[1:-3] + 2 * padded[2:-2] + 2 * padded[3:-1] + padded[4:]) / 8.0
+    padded = np.concatenate([values[:1], values])
+    return (padded[:-1] + padded[1:]) / 2.0
+
+
+class StreamingMouthShaper:
+    """`shape_mouth` one hop at a time, for the live engine (keeps the previous hop's beliefs)."""
+
+    def __init__(self) -> None:
+        self._previous: np.ndarray | None = None
+
+    def reset(self) -> None:
+        self._previous = None
+
+    def step(self, arkit: np.ndarray, visemes: np.ndarray | None) -> np.ndarray:
+        if visemes is None:
+            return arkit
+        previous = self._previous if self._previous is not None else visemes
+        self._previous = np.asarray(visemes, np.float32)
+        pair = np.stack([previous, self._previous])
+        return shape_mouth(np.stack([arkit, arkit]), pair, centred=False)[1]

@@ -1,0 +1,53 @@
+"""The mouth shaper shuts the lips when the model believes in a p/b/m and rounds them on oo/oh, smoothly."""
+
+import numpy as np
+
+from studio.avatar.arkit import ARKIT_INDEX, NUM_ARKIT
+from studio.engine.mouth_shaper import StreamingMouthShaper, shape_mouth
+from studio.speech.visemes import VISEMES, lips_closed, mouth_openness
+
+
+def _beliefs(values: dict[str, np.ndarray], n: int) -> np.ndarray:
+    probs = np.zeros((n, len(VISEMES)), np.float32)
+    probs[:, VISEMES.index("sil")] = 1.0
+    for name, column in values.items():
+        probs[:, VISEMES.index(name)] = column
+        probs[:, VISEMES.index("sil")] -= column
+    return probs
+
+
+def _half_open(n: int) -> np.ndarray:
+    arkit = np.zeros((n, NUM_ARKIT), np.float32)
+    arkit[:, ARKIT_INDEX["jawOpen"]] = 0.25  # a third-closed mouth, as on a missed human /m/
+    return arkit
+
+
+def test_a_confident_closure_shuts_the_lips_and_an_unsure_one_is_left_alone():
+    n = 9
+    sure = shape_mouth(_half_open(n), _beliefs({"PP": np.full(n, 0.9)}, n))
+    assert all(lips_closed(sure)) and np.all(mouth_openness(sure) == 0.0)
+    unsure = shape_mouth(_half_open(n), _beliefs({"PP": np.full(n, 0.2)}, n))
+    assert np.allclose(unsure, _half_open(n))
+
+
+def test_rounding_shows_on_oo_and_the_lips_do_not_chatter_on_a_flickering_belief():
+    n = 40
+    rounded = shape_mouth(_half_open(n), _beliefs({"ou": np.full(n, 0.8)}, n))
+    funnel_pucker = rounded[:, [ARKIT_INDEX["mouthFunnel"], ARKIT_INDEX["mouthPucker"]]].max(1)
+    assert np.all(funnel_pucker >= 0.4)
+    flicker = np.where(np.arange(n) % 2 == 0, 0.75, 0.45)  # around the closure ramp, hop by hop
+    shaped = shape_mouth(_half_open(n), _beliefs({"PP": flicker}, n))
+    opening = mouth_openness(shaped)
+    assert np.abs(np.diff(opening[2:-2])).max() < 0.02  # the 3-hop mean leaves no open/shut alternation
+
+
+def test_streaming_matches_the_one_sided_offline_shaping():
+    n = 30
+    rng = np.random.default_rng(1)
+    closure = np.clip(rng.random(n), 0, 1)
+    beliefs = _beliefs({"PP": 0.9 * closure}, n)
+    arkit = _half_open(n)
+    offline = shape_mouth(arkit, beliefs, centred=False)
+    shaper = StreamingMouthShaper()
+    streamed = np.stack([shaper.step(arkit[i], beliefs[i]) for i in range(n)])
+    assert np.allclose(streamed, offline, atol=1e-6)
