@@ -703,10 +703,9 @@ class RecordingController(QObject):
         root = str(Path(__file__).resolve().parents[1])
         environment.insert("PYTHONPATH", os.pathsep.join(filter(None, [root, environment.value("PYTHONPATH")])))
         process.setProcessEnvironment(environment)
-        process.readyReadStandardOutput.connect(self._export_output)
+        process.readyReadStandardOutput.connect(lambda: self._read_export_output(process))
         process.finished.connect(self._export_finished)
         self.export_process, self.export_target, self.last_export = process, Path(out), None
-        self._export_errors = ""
         self.panel.progress.setValue(0)
         self.panel.progress.setFormat(f"{kind.upper()} %p%")
         self.panel.progress.show()
@@ -717,8 +716,9 @@ class RecordingController(QObject):
             process.start(sys.executable, ["-m", "widgets.app", *args])
         return True
 
-    def _export_output(self) -> None:
-        text = bytes(self.export_process.readAllStandardOutput().data()).decode("utf-8", "replace")
+    def _read_export_output(self, process: QProcess) -> None:
+        """Progress lines move the bar; the last line says what was written."""
+        text = bytes(process.readAllStandardOutput().data()).decode("utf-8", "replace")
         for line in text.splitlines():
             if line.startswith("progress ") and line.endswith("%"):
                 self.panel.progress.setValue(int(line[9:-1]))
@@ -728,7 +728,7 @@ class RecordingController(QObject):
     def _export_finished(self, code: int, _status) -> None:
         process, self.export_process = self.export_process, None
         errors = bytes(process.readAllStandardError().data()).decode("utf-8", "replace").strip()
-        self._export_output_from(process)
+        self._read_export_output(process)
         self.panel.progress.hide()
         self.panel.cancel_button.hide()
         if code == 0:
@@ -742,12 +742,6 @@ class RecordingController(QObject):
             else:
                 self.window.report_error("Export failed", message.replace("avatar-studio: error: ", ""))
         process.deleteLater()
-
-    def _export_output_from(self, process: QProcess) -> None:
-        text = bytes(process.readAllStandardOutput().data()).decode("utf-8", "replace")
-        for line in text.splitlines():
-            if line.startswith("exported "):
-                self.last_export = line
 
     def cancel_export(self) -> None:
         """Ask the export to stop (it removes its temporary file); nothing appears under the target name."""
