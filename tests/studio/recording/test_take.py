@@ -210,3 +210,11 @@ def test_disk_space_checked_before_and_during(tmp_path, avatar):
     take = open_take(tmp_path / "stops")  # a clean, complete take, not a corrupt file
     assert take.manifest["status"] == "complete" and len(take.frames) == 30
     assert "disk almost full" in take.manifest["stopped_reason"]
+
+
+def test_expression_changes_in_the_stream_become_events(tmp_path, avatar):
+    names = ["", "", "smile", "smile", "smile+wink", ""]
+    frames = [FrameState(media_time_s=i / 30, expression=name, sequence=i) for i, name in enumerate(names)]
+    take = write_take(tmp_path / "t", take_manifest("default", "default", avatar, 16000, 30), frames)
+    assert [(e["kind"], e["name"], round(e["t"] * 30)) for e in take.events] == [
+        ("expression", "smile", 2), ("expression", "smile+wink", 4), ("expression", "", 5)]
