@@ -101,21 +101,19 @@ class ClothSim:
     """
 
     def __init__(self, regions: tuple[str, ...] = ()) -> None:
+        self.springs_stepped = 0
+        self.set_regions(regions)
+
+    def set_regions(self, regions: tuple[str, ...]) -> None:
+        """Turn regions on or off (the springs start again at rest; the step count carries on)."""
         unknown = set(regions) - set(CLOTH_REGIONS)
         if unknown:
             raise ValueError(f"cloth regions {sorted(unknown)} are not known; allowed: {', '.join(CLOTH_REGIONS)}")
         self.regions = tuple(regions)
         self.offsets = np.zeros((len(CLOTH_REGIONS), 3), np.float32)
-        self.springs_stepped = 0
         self._mass: dict[str, np.ndarray] = {}
         self._velocity: dict[str, np.ndarray] = {}
         self._time: float | None = None
-
-    def set_regions(self, regions: tuple[str, ...]) -> None:
-        """Turn regions on or off; a region switched off lets go at once."""
-        kept = self.springs_stepped
-        self.__init__(regions)
-        self.springs_stepped = kept
 
     def step(self, time_s: float, anchors: np.ndarray) -> np.ndarray:
         """Advance to `time_s` with the regions' anchors (4, 3) at their world positions now; returns `offsets`."""

@@ -48,8 +48,8 @@ class HandMotion:
         self._freqs = rng.uniform(0.05, 0.22, (2, 2))
         self._phases = rng.uniform(0.0, 2.0 * math.pi, (2, 2))
         self._fixed = np.concatenate([_curl_rows(_RELAXED, "left"), _curl_rows(_RELAXED, "right")])
-        self._shape = (0, 0)  # gesture shape per hand
-        self._lifting = (False, False)
+        self._shape = [0, 0]  # gesture shape per hand (left, right)
+        self._lifting = [False, False]  # whether that hand is in a beat
         self.joints_updated = 0
 
     def _variation(self, side: int, t: float) -> float:
@@ -70,12 +70,8 @@ class HandMotion:
                 lift = min(max(float(gesture[side]), 0.0), 1.0)
                 lifting = lift > 0.05
                 if lifting and not self._lifting[side]:  # a new beat: pick its hand shape
-                    shapes = list(self._shape)
-                    shapes[side] = (shape_seed + side) % len(GESTURE_SHAPES)
-                    self._shape = tuple(shapes)
-                flags = list(self._lifting)
-                flags[side] = lifting
-                self._lifting = tuple(flags)
+                    self._shape[side] = (shape_seed + side) % len(GESTURE_SHAPES)
+                self._lifting[side] = lifting
                 target = GESTURE_SHAPES[self._shape[side]]
                 curls = {finger: curls[finger] + (target[finger] - curls[finger]) * lift for finger in curls}
             pose[joints[0]:joints[-1] + 1] = _curl_rows(curls, name)

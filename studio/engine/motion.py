@@ -320,6 +320,7 @@ class MotionGenerator:
         self.style = style or MotionStyle()
         self.idle = IdleMotion(self.style)
         self.steps = 0
+        self.hands = HandMotion(hands_mode, self.style.seed)
         self.configure(body_mode, hands_mode)
         self.reset()
 
@@ -328,10 +329,10 @@ class MotionGenerator:
         if body_mode not in BODY_MODES:
             raise ValueError(f"body mode {body_mode!r} is not known; allowed: {', '.join(BODY_MODES)}")
         self.body_mode = body_mode
-        updated = getattr(self, "hands", None)
-        self.hands = HandMotion(hands_mode, self.style.seed)
-        if updated is not None:
-            self.hands.joints_updated = updated.joints_updated
+        if hands_mode != self.hands.mode:
+            counted = self.hands.joints_updated
+            self.hands = HandMotion(hands_mode, self.style.seed)
+            self.hands.joints_updated = counted
 
     def reset(self) -> None:
         """Back to rest (a new source starts): springs relax, no pending gestures."""
