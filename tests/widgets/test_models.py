@@ -150,7 +150,7 @@ def test_engine_controller_reports_a_missing_audio_file_and_stays_idle(tmp_path)
     missing = tmp_path / "nothing.wav"
     try:
         assert controller.play_file(str(missing)) is False
-        assert controller.state.startswith("idle — file") and str(missing) in controller.state
+        assert controller.state == f"idle — {missing}: no such audio file"
         assert controller.running, "the engine keeps running idle after a refused source"
     finally:
         controller.shutdown()
