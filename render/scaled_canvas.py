@@ -31,11 +31,11 @@ void main() {
 }
 """
 
-MIN_SCALE = 0.4
+MIN_SCALE = 0.5  # below this the face stops reading at a glance
 
 
 class ScaledSceneCanvas(scene.SceneCanvas):
-    """A SceneCanvas that draws at `render_scale` (0.4..1) of its pixels and scales the picture up."""
+    """A SceneCanvas that draws at `render_scale` (MIN_SCALE..1) of its pixels and scales the picture up."""
 
     def __init__(self, *args, **kwargs) -> None:
         self.render_scale = 1.0

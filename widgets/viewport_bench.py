@@ -73,6 +73,7 @@ def gui_figures(seconds: float = 5.0, preset_name: str = "default", dynamic_reso
         "gui_target_fps": preset.render.fps,
         "gui_idle_cpu_pct": round(100.0 * cpu_s / elapsed, 1),
         "gui_render_scale_pct": round(100.0 * scale, 1),
+        "gui_native_window": window.viewport.native_window,
         "gui_viewport_width_px": int(width),
         "gui_viewport_height_px": int(height),
         "gui_docks_open_count": docks_open,
