@@ -435,3 +435,70 @@ class SpeakerOutput:
                 self._live.cut = self._live.done = True
             _close_stream(self._live_stream)
             self._live_stream = self._live = None
+
+
+class StreamedClip(SpeakerClip):
+    """A clip decoded while it plays: a background thread keeps up to `ahead_s` of it ready in a ring, so a
+    20-minute file costs a few seconds of memory. Played as a live clip (`play_clip`: a Python callback
+    copies each block from the ring); if the decoder falls behind, the block is padded with silence and
+    the gap counted as an underflow."""
+
+    def __init__(self, chunks, rate: int, channels: int, notify: threading.Event | None, ahead_s: float = 3.0) -> None:
+        super().__init__(np.zeros((0, channels), np.float32), rate)
+        self.notify = notify
+        self._ring = np.zeros((max(1, int(ahead_s * rate)), channels), np.float32)
+        self._written = 0  # frames decoded into the ring so far
+        self._ended = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._decode, args=(chunks,), name="clip-decoder", daemon=True)
+        self._thread.start()
+
+    @property
+    def frames(self) -> int:
+        return self._written if self._ended else 1 << 62
+
+    @property
+    def buffered_frames(self) -> int:
+        """Decoded but not yet handed to the device (never more than the ring holds)."""
+        return self._written - self.handed
+
+    def _decode(self, chunks) -> None:
+        size = len(self._ring)
+        try:
+            for chunk in chunks:
+                while not self._stop.is_set() and self._written + len(chunk) - self.handed > size:
+                    time.sleep(0.02)  # the ring is full: wait for the device to play some
+                if self._stop.is_set():
+                    return
+                index = (self._written + np.arange(len(chunk))) % size
+                self._ring[index] = chunk[:, : self._ring.shape[1]] if chunk.shape[1] >= self._ring.shape[1] else chunk
+                self._written += len(chunk)
+        except Exception as error:  # noqa: BLE001 - a file damaged part-way: what played so far stands
+            self.failed = str(error)
+        finally:
+            self._ended = True
+
+    def fill(self, outdata, offset: int, frames: int, dac: float) -> int:
+        position = self.handed
+        count = min(frames - offset, self._written - position)
+        if count > 0:
+            index = (position + np.arange(count)) % len(self._ring)
+            outdata[offset:offset + count] = self._ring[index]
+            at = dac + offset / self.rate
+            if position == 0:
+                self._started_at = at
+            self.heard = (position, at)
+            self.handed = position + count
+        elif not self._ended and self.handed > 0:
+            self.underflows += 1
+        outdata[offset + max(count, 0):frames] = 0.0
+        if self._ended and self.handed >= self._written:
+            self.done = True
+        if self.notify is not None:
+            self.notify.set()
+        return offset + max(count, 0)
+
+    def close(self) -> None:
+        """Stop decoding (the clip was cut or the source stopped)."""
+        self._stop.set()
+        self._thread.join(timeout=1.0)

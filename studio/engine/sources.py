@@ -419,12 +419,132 @@ class _PlayedAudio(AudioSource):
 
 
 class FileSource(_PlayedAudio):
-    """An audio file (WAV/FLAC/OGG via soundfile, MP3 and others via PyAV), played while it drives the avatar."""
+    """An audio file (WAV/FLAC/OGG/MP3/... via PyAV), played while it drives the avatar.
+
+    Up to STREAM_OVER_S long it is decoded whole and played by the speaker's C callback (the sturdiest
+    path under load). Longer files are streamed from disk: the engine's 16 kHz copy is decoded a chunk at
+    a time as playback reaches it, and the speaker's copy by a background decoder a few seconds ahead
+    (`StreamedClip`), so memory does not grow with the file's length. A bad file is refused when the
+    source is made (probe).
+    """
+
+    STREAM_OVER_S = 120.0
 
     def __init__(self, path: str | Path, play: bool = True, realtime: bool = True) -> None:
-        audio, rate = load_audio(path)
-        super().__init__(f"file {Path(path).name}", audio, rate, play, realtime)
+        from studio.engine.audio_file import AudioFileStream
+
+        self.stream = AudioFileStream(path)
+        duration = self.stream.duration_s
+        self.streamed = duration is None or duration > self.STREAM_OVER_S
+        if not self.streamed:
+            audio, rate = load_audio(path)
+            super().__init__(f"file {Path(path).name}", audio, rate, play, realtime)
+            self.path = Path(path)
+            return
+        AudioSource.__init__(self, f"file {Path(path).name}")
         self.path = Path(path)
+        self.play = play
+        self.realtime = realtime
+        self.silent_reason = None
+        self._own_speaker = None
+        self._prepared = None
+        self._clip = None
+        self._clip_speaker = None
+        self._reset_position()
+
+    def _reset_position(self) -> None:
+        super()._reset_position()
+        self._engine_chunks = None
+        self._pending = np.zeros(0, np.float32)  # decoded engine samples not yet handed out
+        self._decoded = 0
+        self._exhausted = False
+
+    @property
+    def duration_s(self) -> float | None:
+        return self.stream.duration_s if self.streamed else super().duration_s
+
+    @property
+    def finished(self) -> bool:
+        return self._exhausted and self._read >= self._decoded if self.streamed else super().finished
+
+    def start(self) -> None:
+        super().start()
+        if self.streamed:
+            self._engine_chunks = (chunk[:, 0] for chunk in self.stream.chunks(rate=ENGINE_RATE, channels=1))
+
+    def _start_playing(self):
+        from studio.engine.output import SpeakerOutput, StreamedClip
+
+        if not self.streamed:
+            return super()._start_playing()
+        speaker = self.speaker
+        if speaker is None:
+            speaker = self._own_speaker = self._own_speaker or SpeakerOutput()
+        speaker.open()
+        channels = speaker.channels if speaker.channels in (1, 2) else 1  # mono broadcasts to any layout
+        clip = StreamedClip(self.stream.chunks(rate=speaker.sample_rate, channels=channels), speaker.sample_rate,
+                            channels, self.data_event)
+        self._clip_speaker = speaker
+        return speaker.play_clip(clip)
+
+    def stop(self) -> None:
+        clip = self._clip
+        super().stop()
+        if clip is not None and hasattr(clip, "close"):
+            clip.close()
+
+    def _played_available(self, clip) -> int | None:
+        if not self.streamed:
+            return super()._played_available(clip)
+        speaker = self._clip_speaker
+        if clip.failed is not None or not speaker.check():
+            self.silent_reason = f"audio output lost: {clip.failed or speaker.error}"
+            self._clip = None
+            self._timer_start = time.monotonic() - self._read / ENGINE_RATE
+            return None
+        if clip.underflows != self.underflows_seen:
+            self.underflows_seen = clip.underflows
+            self.clock.reset()
+        if clip.heard is not None:
+            self.clock.observe(clip.heard[0] / clip.rate, clip.heard[1])
+        if clip.done:
+            return 1 << 62
+        return clip.handed * ENGINE_RATE // clip.rate
+
+    def _available(self) -> int:
+        if not self.streamed:
+            return super()._available()
+        if not self.realtime:
+            return self._read + ENGINE_RATE * 10  # ten seconds per read: bounded, as fast as asked
+        clip = self._clip
+        if clip is not None:
+            available = self._played_available(clip)
+            if available is not None:
+                return available
+        if self._timer_start is None:
+            return self._read
+        elapsed = time.monotonic() - self._timer_start
+        self.clock.observe(elapsed, time.monotonic())
+        return int(math.ceil(elapsed * ENGINE_RATE))
+
+    def read_available(self) -> tuple[int, np.ndarray]:
+        if not self.streamed:
+            return super().read_available()
+        start = self._read
+        end = min(self._available(), start + ENGINE_RATE * 10)  # at most ten seconds decoded per read
+        while self._engine_chunks is not None and not self._exhausted and start + len(self._pending) < end:
+            chunk = next(self._engine_chunks, None)
+            if chunk is None:
+                self._exhausted = True
+            else:
+                self._pending = np.concatenate([self._pending, chunk])
+                self._decoded += len(chunk)
+        count = max(0, min(end - start, len(self._pending)))
+        out, self._pending = self._pending[:count], self._pending[count:]
+        self._read = start + count
+        if self.finished:
+            self._state = "finished"
+        return start, out.copy()
 
 
 class TextSource(_PlayedAudio):

@@ -82,6 +82,24 @@ def test_bad_files_are_named_and_explained(tmp_path):
             FileSource(path)
 
 
+def test_a_long_file_is_streamed_not_loaded(tmp_path, monkeypatch):
+    monkeypatch.setattr(FileSource, "STREAM_OVER_S", 30.0)
+    path = tmp_path / "long.wav"
+    with soundfile.SoundFile(str(path), "w", samplerate=48000, channels=2) as out:
+        for _ in range(60):  # one minute, written a second at a time
+            out.write(np.zeros((48000, 2), np.float32) + 0.01)
+    source = FileSource(path, realtime=False)
+    assert source.streamed
+    source.start()
+    total, largest = 0, 0
+    while not source.finished:
+        _, samples = source.read_available()
+        total += len(samples)
+        largest = max(largest, len(samples))
+        assert len(source._pending) < ENGINE_RATE  # never more than a decoded chunk held back
+    assert total == 60 * ENGINE_RATE and largest <= 10 * ENGINE_RATE
+
+
 def test_stream_resampler_matches_the_signal():
     for rate in (48000, 44100, 8000):
         resampler = StreamResampler(rate, ENGINE_RATE)
@@ -104,6 +122,24 @@ def test_file_plays_on_the_speakers_and_the_clock_follows_playback(tmp_path):
         wait_until(lambda: got.append(source.read_available()[1]) or source.finished, what="playback to finish")
         assert source.error is None
         assert sum(len(g) for g in got) == len(source.audio)
+        assert source.clock.observations > 10
+    finally:
+        source.stop()
+
+
+@needs_pulse
+def test_a_streamed_file_plays_through_to_its_end(tmp_path, monkeypatch):
+    monkeypatch.setattr(FileSource, "STREAM_OVER_S", 0.5)
+    path = tmp_path / "speech.wav"
+    soundfile.write(path, silence_vowel_silence(), ENGINE_RATE)
+    source = FileSource(path, play=True)
+    assert source.streamed
+    source.start()
+    try:
+        got = []
+        wait_until(lambda: got.append(source.read_available()[1]) or source.finished, what="playback to finish")
+        assert source.error is None and source.silent_reason is None
+        assert abs(sum(len(g) for g in got) - len(silence_vowel_silence())) <= 2
         assert source.clock.observations > 10
     finally:
         source.stop()
