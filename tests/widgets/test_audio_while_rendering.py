@@ -105,5 +105,6 @@ def test_a_tone_plays_without_gaps_while_the_head_close_up_renders_under_load(
     gaps = silent_gaps(recording, RATE)
     print(f"tone test: {len(gaps)} gaps > 2 ms {[round(g * 1000, 1) for g in gaps]}, "
           f"{speaker.underruns} underruns, {window.viewport.draw_count - draws} frames drawn")
-    assert window.viewport.draw_count - draws >= 10, "the window did not keep rendering while the tone played"
+    # at least a frame per second of tone: software GL at 1280×720 with two busy processes draws few more
+    assert window.viewport.draw_count - draws >= TONE_S, "the window did not keep rendering while the tone played"
     assert gaps == [], f"{len(gaps)} silent gaps inside the tone, longest {max(gaps) * 1000:.1f} ms"
