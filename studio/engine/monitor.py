@@ -5,22 +5,25 @@ the model's lookahead, motion, render and present. A viewer who watches the wind
 and hears the voice live sees the lips late. `VoiceMonitor` plays the captured voice on the speaker
 output delayed by that latency, plus a user offset, like OBS's per-source sync offset.
 
-While it plays, presentation works as a jitter buffer: the window shows the frame for a fixed
-`video_delay_s` behind the audio heard now (the p95 of how far the newest frame trails it, measured
-at every presentation), so a frame the engine finished late is still shown on time, and the voice is
-delayed by that plus the measured render/present cost. Both sides then follow one fixed offset.
+While it plays, presentation works as a jitter buffer: the window shows the frame for a fixed delay
+behind the audio heard now (at least the p95 of how far the newest frame trails it, measured at every
+presentation), so a frame the engine finished late is still shown on time, and the voice is delayed
+by that plus the measured render/present cost. When the speaker's own buffer is longer than that (the
+voice cannot reach the DAC sooner), the frames wait for the voice instead. Both sides then follow one
+fixed offset.
 
 Timing: the engine thread `feed()`s captured audio with its media position and publishes the
 source clock's mapping (media time <-> monotonic arrival time). The speaker callback asks, for the
 DAC time of its block, which media instant arrived `delay_s` earlier, and copies that audio from a
-small ring (no locks, no allocation beyond the output block). Playback stays contiguous while the
-wanted position is within `SLACK_S` of where it is; beyond that (the delay changed, the device
-skipped) it jumps.
+small ring (no locks). The device's DAC stamps jitter by ~10 ms from block to block, so playback
+stays contiguous and is moved only when the median of the recent blocks' errors exceeds `SLACK_S`
+(or at once when one block is `JUMP_S` off: the delay changed, the device skipped).
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 
 import numpy as np
@@ -30,11 +33,13 @@ from studio.engine.output import SpeakerClip
 from studio.engine.sources import ENGINE_RATE
 
 RING_S = 2.0  # audio kept for the delayed read: more than any sensible delay
-SLACK_S = 0.004
+SLACK_S = 0.002  # playback is moved when the median error over recent blocks exceeds this
+JUMP_S = 0.05  # ... and at once when one block's wanted position is this far off
 MAX_DELAY_S = 1.0
 LATENCY_WINDOW = 120  # presented frames the render cost is the median of
 LAG_WINDOW = 300  # presentations the video delay is the p95 of (about 5 s at 60 Hz)
 LAG_MARGIN_S = 0.002
+AUDIO_MARGIN_S = 0.015  # captured audio reaches the ring up to a capture block plus an engine pass late
 
 
 class _Upsampler:
@@ -88,6 +93,8 @@ class VoiceMonitor:
         self.offset_ms = float(offset_ms)
         self.video_delay_s = 0.0  # frames are presented this far behind the audio heard now
         self.render_s = 0.0  # median render/present cost
+        self.output_latency_s = 0.0  # the speaker stream's buffer: DAC time minus now, seen by the callback
+        self._output_latencies: deque[float] = deque(maxlen=101)
         self._lags: deque[float] = deque(maxlen=LAG_WINDOW)
         self._renders: deque[float] = deque(maxlen=LATENCY_WINDOW)
         self._rate = 0
@@ -97,6 +104,7 @@ class VoiceMonitor:
         self._resampler = None  # libswresample via PyAV: the numpy StreamResampler costs more than real time upwards
         self._mapping: tuple[float, float, float] | None = None  # (media s, monotonic s, monotonic s per media s)
         self._next: int | None = None  # where the callback continues reading
+        self._errors: deque[float] = deque(maxlen=50)  # wanted minus continued position, recent blocks
         self._feed_position: int | None = None  # engine-rate media index expected next from feed()
         self.blocks: deque[tuple[int, float]] = deque(maxlen=2000)  # (ring index, DAC time) per output block
         self.tap: deque[tuple[int, float, np.ndarray]] | None = None  # when set: every block sent, for checks
@@ -105,8 +113,14 @@ class VoiceMonitor:
 
     @property
     def measured_latency_s(self) -> float:
-        """From the audio's arrival to the frame showing it on screen: video delay plus render/present."""
-        return self.video_delay_s + self.render_s
+        """From the audio's arrival to the frame showing it on screen (video delay plus render/present), or to
+        the voice reaching the DAC through the output's own buffer, whichever is longer: both sides wait for it."""
+        return min(MAX_DELAY_S, max(self.video_delay_s + self.render_s, self.output_latency_s + AUDIO_MARGIN_S))
+
+    @property
+    def video_shift_s(self) -> float:
+        """How far behind the audio heard now the viewport presents: the common delay less its render cost."""
+        return max(0.0, self.measured_latency_s - self.render_s)
 
     @property
     def delay_s(self) -> float:
@@ -170,11 +184,22 @@ class VoiceMonitor:
         """Callback: fill `block` (frames, channels) with the audio that arrived `delay_s` before `dac`."""
         mapping, rate = self._mapping, self._rate
         block[:] = 0.0
+        self._output_latencies.append(max(0.0, dac - time.monotonic()))
+        if len(self._output_latencies) % 10 == 1:  # a median every 10 blocks: the buffer's depth, not one stamp
+            self.output_latency_s = float(np.median(self._output_latencies))
         if mapping is None or rate == 0:
             return
         media0, mono0, slope = mapping
         wanted = int(round((media0 + (dac - self.delay_s - mono0) / slope) * rate))
-        start = self._next if self._next is not None and abs(wanted - self._next) <= SLACK_S * rate else wanted
+        if self._next is None or abs(wanted - self._next) > JUMP_S * rate:
+            start = wanted  # first block, or the delay or the device moved a lot: go there at once
+            self._errors.clear()
+        else:  # the device's DAC stamps jitter by ~10 ms: steer by their median, never by one stamp
+            self._errors.append(wanted - self._next)
+            error = float(np.median(self._errors)) if len(self._errors) >= 5 else 0.0
+            start = self._next + (int(round(error)) if abs(error) > SLACK_S * rate else 0)
+            if start != self._next:
+                self._errors.clear()
         count = len(block)
         self._next = start + count
         self.blocks.append((start, dac))

@@ -362,7 +362,7 @@ class Engine:
         latest = self.slot.latest()
         if latest is not None:
             self.monitor.note_lag(now - latest.media_time_s)
-        return now - self.monitor.video_delay_s
+        return now - self.monitor.video_shift_s
 
     def note_presented(self, picked_at: float, presented_at: float | None = None) -> None:
         """A viewport picked a frame (monotonic `picked_at`, with `presentation_media_time`) and showed it at

@@ -140,6 +140,11 @@ def test_monitored_voice_and_rendered_frames_line_up(feed_sink, tmp_path, synthe
     within = np.abs(np.array(errors)) <= TOLERANCE_S
     # every click should line up; a loaded 2-core CI machine stalls the engine or the renderer now and then
     # (a frame comes late whatever the delay), so most clicks and the median must, and a stall is reported
+    print(f"A/V sync: heard minus shown (ms) {errors_ms.tolist()}, delay {delay_ms:.0f} ms")
+    clock = engine.source.clock if engine.source is not None else None
+    shown_latency = [t - clock.media_to_monotonic(m - offset) for t, m, _ in presented[-100:]] if clock else [0.0]
     assert np.median(np.abs(errors)) <= TOLERANCE_S and within.mean() >= 2 / 3, (
-        f"heard minus shown (ms): {errors_ms}, delay {delay_ms:.0f}")
+        f"heard minus shown (ms): {errors_ms}, delay {delay_ms:.0f}, shown latency median "
+        f"{np.median(shown_latency) * 1000:.0f} ms, render {engine.monitor.render_s * 1000:.0f} ms, "
+        f"video shift {engine.monitor.video_shift_s * 1000:.0f} ms")
     assert engine.monitor.delay_s > 0.02  # the voice really is held back by the measured latency
