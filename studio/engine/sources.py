@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 ENGINE_RATE = 16000
 HOP_SAMPLES = ENGINE_RATE // 100  # the engine's 10 ms hop
 NO_CALLBACK_TIMEOUT_S = 1.0  # a running device that stays silent this long counts as lost
+FIRST_AUDIO_TIMEOUT_S = 3.0  # before a device's first block: starting a capture stream may take this long
 CAPTURE_BLOCK_S = 0.005  # microphone callback period: half a hop, so a hop waits at most 5 ms for its last block
 
 
@@ -726,10 +727,12 @@ class MicrophoneSource(AudioSource):
         if stream is None:
             return
         last = self._ring.last_write_monotonic or self._started_at
+        # a PulseAudio monitor source can take well over a second to deliver its first block
+        timeout = NO_CALLBACK_TIMEOUT_S if self._ring.last_write_monotonic else FIRST_AUDIO_TIMEOUT_S
         if not stream.active:
             self.fail("the input device stopped")
-        elif time.monotonic() - last > NO_CALLBACK_TIMEOUT_S:
-            self.fail(f"no audio from the input device for {NO_CALLBACK_TIMEOUT_S:.1f} s (unplugged?)")
+        elif time.monotonic() - last > timeout:
+            self.fail(f"no audio from the input device for {timeout:.1f} s (unplugged?)")
 
     def read_available(self) -> tuple[int, np.ndarray]:
         self._check_device()
