@@ -45,6 +45,7 @@ class Housekeeper:
         self.gc_runs = 0
         self.gc_ms: deque[float] = deque(maxlen=256)
         self.gc_media_times: deque[float] = deque(maxlen=256)
+        self.quiet_moments: deque[float] = deque(maxlen=256)  # when a silence became long enough to collect in
         self.events: deque[str] = deque(maxlen=50)
         self._quiet_since: float | None = None
         self._last_gc: float | None = None
@@ -62,6 +63,8 @@ class Housekeeper:
         else:
             self._quiet_since = None
         quiet = self._quiet_since is not None and now - self._quiet_since >= QUIET_S
+        if quiet and (not self.quiet_moments or self.quiet_moments[-1] < self._quiet_since):
+            self.quiet_moments.append(now)
         if quiet and now - self._last_gc >= self.settings.housekeeping_interval_s:
             self.collect(now)
         if now >= self._next_memory_check:
