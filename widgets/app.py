@@ -77,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     gui = commands.add_parser("gui", help="open the studio window (the default)")
     gui.add_argument("--avatar", type=_existing_file, help="avatar file (.npz or SMPL-X .pkl)")
+    gui.add_argument("--no-anchor", action="store_true", help="switch SCA anchoring off (the preset's anchor.enabled)")
     add_persona_and_preset(gui)
 
     selftest = commands.add_parser("selftest", help="render offscreen and check the avatar is drawn and moves")
@@ -132,6 +133,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from widgets.main_window import run_gui
 
         avatar, persona, preset = checked
+        if getattr(args, "no_anchor", False):
+            preset = preset.model_copy(update={"anchor": preset.anchor.model_copy(update={"enabled": False})})
         return run_gui(avatar, preset, persona)
     if command in TAKE_COMMANDS:
         from widgets import take_commands as implementations

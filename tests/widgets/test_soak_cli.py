@@ -53,3 +53,14 @@ def test_a_short_soak_writes_a_report_with_units_in_its_keys_and_a_plot(tmp_path
     assert summary["identity_renders"] >= 1 and summary["min_identity_ssim"] == 1.0
     assert report["settings"]["pose_bias_mm_per_min"] == 1.0
     assert (tmp_path / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_gui_no_anchor_switches_the_presets_anchoring_off(monkeypatch):
+    import widgets.main_window
+
+    opened = {}
+    monkeypatch.setattr(widgets.main_window, "run_gui", lambda avatar, preset, persona: opened.update(preset=preset) or 0)
+    assert main(["gui", "--no-anchor", "--preset", "education"]) == 0
+    assert opened["preset"].name == "education" and not opened["preset"].anchor.enabled
+    assert main(["gui", "--preset", "education"]) == 0
+    assert opened["preset"].anchor.enabled
