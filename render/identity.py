@@ -6,6 +6,8 @@ One renderer serves the whole session: its GL buffers are updated in place, neve
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from studio.avatar.model import AvatarModel
@@ -24,23 +26,35 @@ def live_gl_objects(canvas) -> int:
 
 
 class IdentityCheck:
-    """Call with a FrameState: renders it (head camera) and returns SSIM against the first render (1.0 then)."""
+    """Call with a FrameState: renders it (head camera) and returns SSIM against the first render (1.0 then).
 
-    def __init__(self, avatar: AvatarModel, size: tuple[int, int] = (256, 256)) -> None:
-        from render.offscreen import OffscreenRenderer
+    By default it draws with its own offscreen renderer (the soak); `render` draws with another one
+    instead, such as the studio window's own canvas, so the check sees the session's GL resources.
+    """
 
-        self.renderer = OffscreenRenderer(avatar, size=size, background="chroma", camera="head")
+    def __init__(self, avatar: AvatarModel | None = None, size: tuple[int, int] = (256, 256),
+                 render: Callable[[FrameState], np.ndarray] | None = None) -> None:
+        self.renderer = None
+        if render is None:
+            from render.offscreen import OffscreenRenderer
+
+            if avatar is None:
+                raise ValueError("IdentityCheck needs an avatar to render, or a render function")
+            self.renderer = OffscreenRenderer(avatar, size=size, background="chroma", camera="head")
+            render = self.renderer.render
+        self.render = render
         self.first: np.ndarray | None = None
         self.renders = 0
 
     def __call__(self, state: FrameState) -> float:
         from skimage.metrics import structural_similarity
 
-        image = _gray(self.renderer.render(state))
+        image = _gray(self.render(state))
         self.renders += 1
         if self.first is None:  # the reference; comparing it with itself loads and warms the SSIM code now
             self.first = image
         return float(structural_similarity(self.first, image, data_range=255.0))
 
     def close(self) -> None:
-        self.renderer.close()
+        if self.renderer is not None:
+            self.renderer.close()

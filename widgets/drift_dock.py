@@ -4,8 +4,9 @@ long-range plots that stay cheap for hours (downsampled series), a plain-languag
 
 `DriftModel` is Qt-free (polled at 1 Hz with the engine, the presented frame and the process memory);
 `DriftPanel` mirrors it; `DriftDock` wires both into the main window. The identity check (an offscreen
-render compared by SSIM) runs where `DriftModel.identity` is given a renderer: the soak does; in the window
-a second GL canvas beside the viewport stalled the viewport on Mesa, so the window leaves it to the soak.
+render compared by SSIM) runs where `DriftModel.identity` is given a renderer: the soak gives its own
+offscreen one; the window gives `WindowIdentityCheck`, which draws with the viewport's canvas (a second GL
+canvas beside the viewport stalled the viewport on Mesa).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from PySide6.QtWidgets import (  # noqa: E402
     QWidget,
 )
 
+from render.identity import IdentityCheck  # noqa: E402
 from studio.drift import DriftMonitor, DriftThresholds  # noqa: E402
 from studio.engine.anchor import SpatialAnchor  # noqa: E402
 from studio.frame import FrameState  # noqa: E402
@@ -252,6 +254,24 @@ class DriftPanel(QWidget):
         return self.status.text()
 
 
+class WindowIdentityCheck:
+    """The identity check in the studio: the viewport's own canvas renders the neutral pose at a fixed camera
+    every `identity_interval_s`, compared with the first render by SSIM. A second GL canvas would compete
+    with the viewport; this costs one extra small render at that interval. The reference restarts when the
+    operator changes what is meant to change (avatar, level of detail, background, viewport size)."""
+
+    def __init__(self, viewport) -> None:
+        self.viewport = viewport
+        self.check: IdentityCheck | None = None
+        self._key = None
+
+    def __call__(self, state) -> float:
+        key = self.viewport.identity_key()
+        if self.check is None or key != self._key:
+            self.check, self._key = IdentityCheck(render=self.viewport.render_identity), key
+        return self.check(state)
+
+
 class DriftDock:
     """Adds the Drift dock to the main window, tabbed with Latency, polled once a second."""
 
@@ -260,6 +280,7 @@ class DriftDock:
 
         self.window = window
         self.model = DriftModel(preset.drift if preset is not None else None)
+        self.model.identity = WindowIdentityCheck(window.viewport)
         self.panel = DriftPanel(self.model)
         self.dock = window._add_dock("Drift", "driftDock", self.panel, Qt.DockWidgetArea.BottomDockWidgetArea)
         window.tabifyDockWidget(window.latency_dock, self.dock)

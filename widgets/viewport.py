@@ -52,6 +52,7 @@ class Viewport(QWidget):
         self.plan = None
         self.last_draw_ms = 0.0
         self.draw_count = 0
+        self._shown_state: FrameState | None = None
         self.drawn = Event()  # (monotonic time s, render/present ms) after every draw
         self._upload_ms = 0.0
         self._draw_started = 0.0
@@ -92,11 +93,35 @@ class Viewport(QWidget):
 
     def set_frame(self, state: FrameState) -> None:
         started = time.perf_counter()
+        self._shown_state = state
         if self._wanted_lod != self.lod_key:
             self._switch_lod_when_ready()
         self.view.set_frame(state)
         self.canvas.update()
         self._upload_ms = (time.perf_counter() - started) * 1000.0
+
+    def identity_key(self) -> tuple:
+        """What the operator may change on purpose and an identity render depends on: avatar, LOD, background, size."""
+        return id(self.avatar), self.lod_key, self.view.background, tuple(self.canvas.physical_size)
+
+    def render_identity(self, state: FrameState, size: tuple[int, int] = (256, 256)) -> np.ndarray:
+        """`state` drawn by this canvas (the session's own GL resources) at the fixed head camera and full
+        resolution into an offscreen buffer, for the drift dock's identity check; the view is put back after."""
+        camera = self.view.camera
+        saved_camera, framing, scale = camera.get_state(), self.view.framing, self.canvas.render_scale
+        try:
+            self.view.frame_head()
+            self.view.set_frame(state)
+            self.canvas.render_scale = 1.0
+            image = self.canvas.render(size=size, alpha=False)
+        finally:
+            self.canvas.render_scale = scale
+            camera.set_state(saved_camera)
+            self.view.framing = framing
+            if self._shown_state is not None:
+                self.view.set_frame(self._shown_state)
+            self.canvas.update()
+        return image
 
     def set_avatar(self, model: AvatarModel, betas=None) -> None:
         self.view.set_avatar(model, betas)

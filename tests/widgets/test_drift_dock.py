@@ -7,6 +7,7 @@ import pytest
 
 from studio.engine.anchor import AnchorSettings, DriftingTracker, SpatialAnchor
 from studio.engine.pipeline import Engine
+from studio.frame import FrameState
 from tests.conftest import make_synthetic_avatar
 from widgets.drift_dock import DriftModel, DriftPanel
 from widgets.main_window import MainWindow
@@ -83,3 +84,24 @@ def test_the_main_window_has_a_drift_dock_next_to_latency(qtbot, studio_home):
     assert window.drift.dock.toggleViewAction() in window.menuBar().actions()[1].menu().actions()
     window.drift.poll()  # no engine yet: the monitor still counts session time and memory
     assert window.drift.model.monitor.current["rss_mb"] > 0
+
+
+def test_the_window_checks_identity_with_its_own_canvas_at_a_fixed_camera(qtbot, studio_home):
+    avatar = make_synthetic_avatar()
+    window = MainWindow(avatar, engine=EngineController(lambda: None), show_dialogs=False, persist_layout=False)
+    qtbot.addWidget(window)
+    window.show()
+    qtbot.waitExposed(window)
+    check, view, neutral = window.drift.model.identity, window.viewport.view, FrameState()
+    assert check is not None, "the window gives the drift monitor an identity renderer"
+
+    view.orbit(40.0, 10.0)
+    assert check(neutral) == 1.0  # the reference
+    assert window.viewport.render_identity(neutral).std() > 5.0, "the identity render is blank"
+    view.orbit(-70.0)  # the operator turns the view: the identity camera stays where it was
+    turned = view.camera.get_state()
+    assert check(neutral) > 0.98
+    assert view.camera.get_state() == turned, "the operator's view is put back after an identity render"
+
+    view.set_avatar(avatar, betas=np.full(10, 3.0))  # the drawn shape changes behind the studio's back
+    assert check(neutral) < 0.98
