@@ -2,7 +2,11 @@
 
 The test file is spoken English (espeak-ng sentences, tiled) at 48 kHz, written in chunks so
 the bench itself stays small. Speed includes the process start-up (imports, model load) as a
-user waits for it; peak RSS is the child's own high-water mark (`wait4` rusage).
+user waits for it; peak RSS is the command's own high-water mark.
+
+Linux keeps a process's peak RSS across fork and exec, so a command forked straight from the bench
+(by then a gigabyte of renderers and models) would report the bench's size. A small launcher is forked
+instead; the command, forked from that fresh process, reports its own peak to the launcher's `wait4`.
 """
 
 from __future__ import annotations
@@ -45,8 +49,20 @@ def write_speech_file(path: Path, minutes: float, rate: int = BENCH_RATE) -> Pat
     return path
 
 
+# Runs argv[1:], then prints "maxrss_kb cpu_s" of that child alone on its last stderr line.
+_LAUNCHER = """
+import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execvp(sys.argv[1], sys.argv[1:])
+_, status, usage = os.wait4(pid, 0)
+sys.stderr.write(f"\\n{usage.ru_maxrss} {usage.ru_utime + usage.ru_stime}\\n")
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
 def _run_measured(command: list[str]) -> tuple[int, float, float, float, str]:
-    """(exit code, wall s, CPU s, peak RSS MB, stderr) of a child pinned to one core."""
+    """(exit code, wall s, CPU s, peak RSS MB, stderr) of a command pinned to one core."""
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
     core = min(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
 
@@ -55,13 +71,13 @@ def _run_measured(command: list[str]) -> tuple[int, float, float, float, str]:
             os.sched_setaffinity(0, {core})
 
     started = time.perf_counter()
-    child = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                             preexec_fn=one_core)
-    stderr = child.stderr.read().decode(errors="replace")
-    _, status, usage = os.wait4(child.pid, 0)
+    child = subprocess.run([sys.executable, "-c", _LAUNCHER, *command], env=env, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, preexec_fn=one_core, check=False)
     wall = time.perf_counter() - started
-    child.returncode = os.waitstatus_to_exitcode(status)
-    return child.returncode, wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024.0, stderr
+    stderr = child.stderr.decode(errors="replace")
+    stderr, _, measured = stderr.rstrip("\n").rpartition("\n")
+    rss_kb, cpu = measured.split()
+    return child.returncode, wall, float(cpu), int(rss_kb) / 1024.0, stderr.rstrip("\n")
 
 
 def bench_lipsync(minutes: tuple[float, ...] = (4.0, 20.0)) -> dict:

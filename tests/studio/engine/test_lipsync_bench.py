@@ -1,0 +1,24 @@
+"""The lipsync bench measures the command's own memory, not the bench's that launched it."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from studio.engine.lipsync_bench import _run_measured
+
+
+def test_peak_rss_is_the_commands_own_even_when_the_bench_process_is_large():
+    ballast = np.ones(600 * 2**20 // 8)  # 600 MB the bench holds (renderers, models) when it launches lipsync
+    code, _wall, cpu, rss_mb, stderr = _run_measured(
+        [sys.executable, "-c", "import sys; sys.stderr.write('said'); bytearray(80 * 2**20)"])
+    assert ballast.sum() > 0
+    assert code == 0 and stderr == "said"
+    assert 80 < rss_mb < 300, f"peak RSS {rss_mb:.0f} MB is not the command's own"
+    assert cpu > 0
+
+
+def test_a_failing_command_keeps_its_exit_code_and_message():
+    code, *_rest, stderr = _run_measured([sys.executable, "-c", "import sys; sys.exit('no such audio file')"])
+    assert code == 1 and stderr == "no such audio file"
