@@ -388,33 +388,29 @@ def _check_csv_target(path: Path) -> None:
 CSV_HEADER = ",".join(("Timecode", "media_time_s") + ARKIT_NAMES) + "\n"
 
 
-def write_arkit_csv(frames, path: str | Path, fps: float) -> int:
-    """Timecode, media_time_s and the 52 ARKit weights per frame (FrameStates, any iterable), written as they
-    come; atomic (an existing file survives any error). Returns the number of rows."""
+def _write_csv(chunks, path: str | Path, fps: float) -> int:
+    """Header, then rows from (media times, weight rows) chunks as they come; atomic. Returns the row count."""
     fps = _check_fps(fps)
     path = Path(path)
     _check_csv_target(path)
     rows = 0
     with atomic_writer(path) as out:
         out.write(CSV_HEADER)
-        for frame in frames:
-            out.write(_csv_rows([frame.media_time_s], [frame.arkit], fps))
-            rows += 1
+        for times, weights in chunks:
+            out.write(_csv_rows(times, weights, fps))
+            rows += len(times)
     return rows
+
+
+def write_arkit_csv(frames, path: str | Path, fps: float) -> int:
+    """Timecode, media_time_s and the 52 ARKit weights per frame (FrameStates, any iterable), written as they
+    come; atomic (an existing file survives any error). Returns the number of rows."""
+    return _write_csv((([frame.media_time_s], [frame.arkit]) for frame in frames), path, fps)
 
 
 def write_arkit_csv_blocks(blocks, path: str | Path, fps: float) -> int:
     """As write_arkit_csv, from FrameBlocks (the streaming analysis's output); returns the number of rows."""
-    fps = _check_fps(fps)
-    path = Path(path)
-    _check_csv_target(path)
-    rows = 0
-    with atomic_writer(path) as out:
-        out.write(CSV_HEADER)
-        for block in blocks:
-            out.write(_csv_rows(block.times.tolist(), block.arkit, fps))
-            rows += len(block)
-    return rows
+    return _write_csv(((block.times.tolist(), block.arkit) for block in blocks), path, fps)
 
 
 def lipsync_command(audio: str, out: str, fps: float = 60, style: MotionStyle | None = None) -> int:

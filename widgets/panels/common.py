@@ -1,4 +1,4 @@
-"""Small pieces the panels share: section headers, the error line, blocked widget updates."""
+"""Small pieces the panels share: section headers, the error line, document editing, blocked widget updates."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ from contextlib import contextmanager
 
 from PySide6.QtCore import QSignalBlocker, Qt
 from PySide6.QtWidgets import QFrame, QLabel, QLayout, QScrollArea, QVBoxLayout, QWidget
+
+from studio.presets import PresetError
 
 
 def section(text: str) -> QLabel:
@@ -36,6 +38,30 @@ class MessageLine(QLabel):
     def clear_message(self) -> None:
         self.setText("")
         self.setVisible(False)
+
+
+class DocumentEditing:
+    """What the persona and preset panels share over their `document` (studio.documents.Document): an edit
+    the model refuses shows why and puts the widgets back; the title marks unsaved changes.
+
+    The panel provides `document`, `message`, `title`, `save_button`, `revert_button` and `refresh(item)`.
+    """
+
+    def _edit(self, path: str, value) -> bool:
+        try:
+            self.document.update(path, value)
+        except PresetError as error:
+            self.message.error(str(error))
+            self.refresh(self.document.item)
+            return False
+        self.message.clear_message()
+        return True
+
+    def _show_title(self, name: str, note: str = "") -> None:
+        marker = "  ● unsaved changes" if self.document.dirty else ""
+        self.title.setText(f"<b>{name}</b>{note}{marker}")
+        self.save_button.setEnabled(self.document.dirty)
+        self.revert_button.setEnabled(self.document.dirty)
 
 
 @contextmanager

@@ -28,8 +28,8 @@ from PySide6.QtWidgets import (
 )
 
 from studio.avatar.appearance import part_color
-from studio.presets import COLOR_PARTS, Persona, PresetError
-from widgets.panels.common import MessageLine, blocked, scrolling, section
+from studio.presets import COLOR_PARTS, Persona
+from widgets.panels.common import DocumentEditing, MessageLine, blocked, scrolling, section
 
 VOICES = ("en-us", "en-gb", "en-gb-scotland", "en-us+f3", "en-us+m3", "en-us+f4", "de", "fr-fr", "es")
 BETA_SLIDERS = 4
@@ -37,7 +37,7 @@ BETA_STEPS = 10  # slider steps per unit of beta
 TEST_LINE = "Hello, this is how I sound. Bob met Pam by the maple tree."
 
 
-class PersonaPanel(QWidget):
+class PersonaPanel(QWidget, DocumentEditing):
     """Binds to `controls.persona_doc`; library actions go through `controls` (StudioPanels)."""
 
     def __init__(self, controls) -> None:
@@ -197,22 +197,9 @@ class PersonaPanel(QWidget):
         persona = self.document.item
         builtin = " (built in)" if self.controls.personas.is_builtin(persona.name) and \
             not self.controls.personas.is_user(persona.name) else ""
-        marker = "  ● unsaved changes" if self.document.dirty else ""
-        self.title.setText(f"<b>{persona.name}</b>{builtin}{marker}")
-        self.save_button.setEnabled(self.document.dirty)
-        self.revert_button.setEnabled(self.document.dirty)
+        self._show_title(persona.name, builtin)
 
     # ---- widgets → model
-    def _edit(self, path: str, value) -> bool:
-        try:
-            self.document.update(path, value)
-        except PresetError as error:
-            self.message.error(str(error))
-            self.refresh(self.document.item)
-            return False
-        self.message.clear_message()
-        return True
-
     def _betas_changed(self) -> None:
         betas = [s.value() / BETA_STEPS for s in self.betas]
         while betas and betas[-1] == 0.0:

@@ -28,14 +28,14 @@ from PySide6.QtWidgets import (
 
 from studio.costs import MODULES, Cancelled, CostTable, load_cost_table, measure_module_costs, save_cost_table, verdict
 from studio.precision import LEVELS
-from studio.presets import Preset, PresetError
+from studio.presets import Preset
 from widgets.models import ENGINE_STAGES, RENDER_STAGE
-from widgets.panels.common import MessageLine, blocked, scrolling, section
+from widgets.panels.common import DocumentEditing, MessageLine, blocked, scrolling, section
 
 VERDICT_INTERVAL_MS = 500
 
 
-class PresetPanel(QWidget):
+class PresetPanel(QWidget, DocumentEditing):
     def __init__(self, controls, measure: bool = True) -> None:
         super().__init__()
         self.controls = controls
@@ -246,21 +246,7 @@ class PresetPanel(QWidget):
         self.update_verdict(self.latency_ms, self.render_ms)
 
     def _update_title(self) -> None:
-        preset = self.document.item
-        marker = "  ● unsaved changes" if self.document.dirty else ""
-        self.title.setText(f"<b>{preset.name}</b>{marker}")
-        self.save_button.setEnabled(self.document.dirty)
-        self.revert_button.setEnabled(self.document.dirty)
-
-    def _edit(self, path: str, value) -> bool:
-        try:
-            self.document.update(path, value)
-        except PresetError as error:
-            self.message.error(str(error))
-            self.refresh(self.document.item)
-            return False
-        self.message.clear_message()
-        return True
+        self._show_title(self.document.item.name)
 
     def _ask_duplicate(self) -> None:
         from PySide6.QtWidgets import QInputDialog
