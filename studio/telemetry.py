@@ -28,6 +28,25 @@ class _Ring:
         return self.values[: min(self.count, len(self.values))]
 
 
+class ProcessCpuMeter:
+    """This process's CPU load between calls, read from its CPU-time clock (nanosecond resolution).
+
+    Not from /proc's tick counts (psutil): those advance in 10 ms steps, so a short or light interval
+    reads as 0 %, which is what a bare Debian's faster Python showed.
+    """
+
+    def __init__(self) -> None:
+        self._mark: tuple[float, float] | None = None
+
+    def load_pct(self) -> float:
+        """CPU load since the previous call (100 = one full core; 0 on the first call)."""
+        mark = (time.process_time(), time.monotonic())
+        previous, self._mark = self._mark, mark
+        if previous is None or mark[1] <= previous[1]:
+            return 0.0
+        return 100.0 * (mark[0] - previous[0]) / (mark[1] - previous[1])
+
+
 class LatencyTelemetry:
     """Sliding-window latency percentiles per stage, an over-budget count and the process CPU load."""
 
@@ -43,7 +62,7 @@ class LatencyTelemetry:
         self._over_budget = _Ring(self.window)
         self.over_budget_count = 0
         self.frames = 0
-        self._cpu_mark: tuple[float, float] | None = None
+        self._cpu = ProcessCpuMeter()
         self.counter_sources: dict[str, Callable[[], Mapping[str, int]]] = {}  # area -> live counts, read per snapshot
 
     def record(self, timings_ms: Mapping[str, float]) -> None:
@@ -84,16 +103,8 @@ class LatencyTelemetry:
         }
 
     def cpu_pct(self) -> float:
-        """Process CPU load since the previous call (100 = one full core; 0 on the first call).
-
-        Read from the process CPU-time clock (nanosecond resolution), not from /proc's tick
-        counts: those advance in 10 ms steps, so a short or light interval reads as 0 %.
-        """
-        mark = (time.process_time(), time.monotonic())
-        previous, self._cpu_mark = self._cpu_mark, mark
-        if previous is None or mark[1] <= previous[1]:
-            return 0.0
-        return 100.0 * (mark[0] - previous[0]) / (mark[1] - previous[1])
+        """Process CPU load since the previous call (100 = one full core; 0 on the first call)."""
+        return self._cpu.load_pct()
 
     def reset(self) -> None:
         with self._lock:

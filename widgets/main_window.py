@@ -15,7 +15,6 @@ from pathlib import Path
 os.environ.setdefault("PYQTGRAPH_QT_LIB", "PySide6")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import psutil  # noqa: E402
 from PySide6.QtCore import QByteArray, Qt, QTimer  # noqa: E402
 from PySide6.QtGui import QAction, QActionGroup, QColor, QKeySequence, QPalette  # noqa: E402
 from PySide6.QtWidgets import (  # noqa: E402
@@ -41,6 +40,7 @@ from studio.avatar.io import load_avatar, load_avatar_or_default  # noqa: E402
 from studio.avatar.model import AvatarFormatError, AvatarModel  # noqa: E402
 from studio.frame import FrameState  # noqa: E402
 from studio.presets import Persona, Preset, PresetError, Voice, persona_by_name, preset_by_name
+from studio.telemetry import ProcessCpuMeter  # noqa: E402
 from widgets.av_sync import AvSyncBar  # noqa: E402
 from widgets.drift_dock import DriftDock  # noqa: E402
 from widgets.inspector import InspectorPanel, monospace_font  # noqa: E402
@@ -174,8 +174,8 @@ class MainWindow(QMainWindow):
         self._clock_origin = time.monotonic()
         self.current_frame: FrameState | None = None
         self._message_boxes: list[QMessageBox] = []
-        self._process = psutil.Process()
-        self._process.cpu_percent(interval=None)
+        self._cpu = ProcessCpuMeter()
+        self._cpu.load_pct()
 
         self.viewport = Viewport(avatar)
         self.setCentralWidget(self.viewport)
@@ -357,7 +357,7 @@ class MainWindow(QMainWindow):
         except Exception as error:  # noqa: BLE001 - a telemetry fault must not stop the graph
             snapshot = None
             self.statusBar().showMessage(f"Telemetry unavailable: {error}", 5000)
-        cpu_pct = None if snapshot is not None else self._process.cpu_percent(interval=None)
+        cpu_pct = None if snapshot is not None else self._cpu.load_pct()
         self.latency_model.update(time.monotonic(), snapshot, cpu_pct)
         self._update_input()
         underruns = self.latency_model.output_underruns
