@@ -408,7 +408,11 @@ class _PlayedAudio(AudioSource):
             return self._read
         elapsed = time.monotonic() - self._timer_start
         self.clock.observe(elapsed, time.monotonic())
-        return min(len(self.audio), int(math.ceil(elapsed * ENGINE_RATE)))
+        return min(self._length(), int(math.ceil(elapsed * ENGINE_RATE)))
+
+    def _length(self) -> int:
+        """Samples the source holds; one that streams from disk finds its end as it decodes."""
+        return len(self.audio)
 
     def read_available(self) -> tuple[int, np.ndarray]:
         end = self._available()
@@ -513,20 +517,12 @@ class FileSource(_PlayedAudio):
         return clip.handed * ENGINE_RATE // clip.rate
 
     def _available(self) -> int:
-        if not self.streamed:
-            return super()._available()
-        if not self.realtime:
+        if self.streamed and not self.realtime:
             return self._read + ENGINE_RATE * 10  # ten seconds per read: bounded, as fast as asked
-        clip = self._clip
-        if clip is not None:
-            available = self._played_available(clip)
-            if available is not None:
-                return available
-        if self._timer_start is None:
-            return self._read
-        elapsed = time.monotonic() - self._timer_start
-        self.clock.observe(elapsed, time.monotonic())
-        return int(math.ceil(elapsed * ENGINE_RATE))
+        return super()._available()
+
+    def _length(self) -> int:
+        return 1 << 62 if self.streamed else super()._length()
 
     def read_available(self) -> tuple[int, np.ndarray]:
         if not self.streamed:
