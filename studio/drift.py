@@ -19,7 +19,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 
 from studio.avatar.arkit import ARKIT_NAMES
-from studio.engine.anchor import ROTATION_DIMS, head_lever_matrix
+from studio.engine.anchor import ROTATION_DIMS, head_lever_matrix, in_range
 
 # the face's own channels: the eye channels carry blinks and gaze, which idle motion drives on purpose
 FACE_CHANNELS = np.array([i for i, name in enumerate(ARKIT_NAMES) if not name.startswith("eye")])
@@ -58,10 +58,7 @@ class DriftThresholds(BaseModel):
     @field_validator(*DRIFT_RANGES, mode="after")
     @classmethod
     def _in_range(cls, value: float, info: ValidationInfo) -> float:
-        low, high, unit = DRIFT_RANGES[info.field_name]
-        if not low <= value <= high:
-            raise ValueError(f"allowed {low:g}..{high:g}{' ' + unit if unit else ''}")
-        return value
+        return in_range(DRIFT_RANGES, info.field_name, value)
 
 
 class DownsampledSeries:

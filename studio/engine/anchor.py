@@ -60,6 +60,14 @@ ANCHOR_RANGES: dict[str, tuple[float, float, str]] = {
 }
 
 
+def in_range(ranges: dict[str, tuple[float, float, str]], field: str, value: float) -> float:
+    """`value` when it lies in `ranges[field]`; otherwise the error pydantic reports with the file and field."""
+    low, high, unit = ranges[field]
+    if not low <= value <= high:
+        raise ValueError(f"allowed {low:g}..{high:g}{' ' + unit if unit else ''}")
+    return value
+
+
 class AnchorSettings(BaseModel):
     """The preset's `anchor` section; every field is range-checked on load."""
 
@@ -78,10 +86,7 @@ class AnchorSettings(BaseModel):
     @field_validator(*ANCHOR_RANGES, mode="after")
     @classmethod
     def _in_range(cls, value: float, info: ValidationInfo) -> float:
-        low, high, unit = ANCHOR_RANGES[info.field_name]
-        if not low <= value <= high:
-            raise ValueError(f"allowed {low:g}..{high:g}{' ' + unit if unit else ''}")
-        return value
+        return in_range(ANCHOR_RANGES, info.field_name, value)
 
     @model_validator(mode="after")
     def _refresh_order(self) -> AnchorSettings:
