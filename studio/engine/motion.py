@@ -162,6 +162,13 @@ class _Wander:
             return a0 * math.sin(w0 * t + p0) + a1 * math.sin(w1 * t + p1) + a2 * math.sin(w2 * t + p2)
         return sum(a * math.sin(w * t + p) for a, w, p in self._terms)
 
+    def at(self, times: np.ndarray) -> np.ndarray:
+        """The signal at many times at once (float64), the terms summed in __call__'s order."""
+        total = np.zeros(np.shape(times))
+        for a, w, p in self._terms:
+            total += a * np.sin(w * times + p)
+        return total
+
 
 def _rng(*keys: int) -> np.random.Generator:
     """A generator for a tuple of (possibly negative) integer keys: slots before t=0 and any seed work."""
@@ -181,6 +188,18 @@ def _gaze_slot(seed: int, slot: int) -> tuple[float, float, float]:
     yaw = 0.0 if at_camera else float(np.clip(rng.normal(0.0, 0.12), -0.3, 0.3))
     pitch = 0.0 if at_camera else float(np.clip(rng.normal(0.0, 0.05), -0.15, 0.15))
     return float(rng.uniform(0.0, 0.75)), yaw, pitch
+
+
+def _smoothsteps(x: np.ndarray) -> np.ndarray:
+    x = np.clip(x, 0.0, 1.0)
+    return x * x * (3.0 - 2.0 * x)
+
+
+def blink_shapes(since_start_s: np.ndarray) -> np.ndarray:
+    """`blink_shape` of many instants at once."""
+    s = np.asarray(since_start_s, np.float64)
+    return np.select([(s < 0.0) | (s > 0.25), s < 0.07, s < 0.10],
+                     [0.0, _smoothsteps(s / 0.07), 1.0], 1.0 - _smoothsteps((s - 0.10) / 0.15))
 
 
 def blink_shape(since_start_s: float) -> float:
@@ -241,6 +260,40 @@ class IdleMotion:
         blend = _smoothstep((t - slot * GAZE_SLOT_S - offset) / transition_s)
         return prev_yaw + (yaw - prev_yaw) * blend, prev_pitch + (pitch - prev_pitch) * blend
 
+    def blinks(self, times: np.ndarray) -> np.ndarray:
+        """`blink` at many times at once (a block of frames)."""
+        slot_s = self.blink_slot_s
+        times = np.asarray(times, np.float64)
+        if not math.isfinite(slot_s) or not times.size:
+            return np.zeros(times.shape)
+        current = np.floor(times / slot_s).astype(np.int64)
+        first = int(current.min()) - 1
+        slots = [_blink_slot(self.style.seed, slot_s, slot) for slot in range(first, int(current.max()) + 1)]
+        offsets = np.array([offset for offset, _ in slots])
+        doubles = np.array([double for _, double in slots])
+        value = np.zeros(times.shape)
+        for slot in (current - 1, current):
+            start = slot * slot_s + offsets[slot - first]
+            value = np.maximum(value, blink_shapes(times - start))
+            value = np.maximum(value, np.where(doubles[slot - first], blink_shapes(times - start - 0.32), 0.0))
+        return value
+
+    def gazes(self, times: np.ndarray, transition_s: float = 0.045) -> tuple[np.ndarray, np.ndarray]:
+        """`gaze` at many times at once: (yaw, pitch) arrays."""
+        times = np.asarray(times, np.float64)
+        slot = np.floor(times / GAZE_SLOT_S).astype(np.int64)
+        first = int(slot.min()) - 2 if times.size else 0
+        table = np.array([_gaze_slot(self.style.seed, n) for n in range(first, int(slot.max()) + 1)]
+                         if times.size else np.zeros((0, 3)))
+        offset, yaw, pitch = table[slot - first].T
+        prev_offset, prev_yaw, prev_pitch = table[slot - 1 - first].T
+        _, prev2_yaw, prev2_pitch = table[slot - 2 - first].T
+        done = _smoothsteps((times - (slot - 1) * GAZE_SLOT_S - prev_offset) / transition_s)
+        prev_yaw = prev2_yaw + (prev_yaw - prev2_yaw) * done
+        prev_pitch = prev2_pitch + (prev_pitch - prev2_pitch) * done
+        blend = _smoothsteps((times - slot * GAZE_SLOT_S - offset) / transition_s)
+        return prev_yaw + (yaw - prev_yaw) * blend, prev_pitch + (pitch - prev_pitch) * blend
+
     def breath(self, t: float) -> float:
         """0..1 chest expansion, ~14 breaths a minute; a bounded phase wobble keeps it from looking mechanical."""
         phase = 2.0 * math.pi * t / BREATH_PERIOD_S + 0.8 * self.breath_rate(t)
@@ -297,6 +350,25 @@ class MouthGate:
         target = 1.0 if audible else 0.0
         self._spring.omega = self.attack_omega if target > self._spring.x else self.release_omega
         return _clamp(self._spring.step(target, dt), 0.0, 1.0)
+
+    def run(self, audible: list[bool], dt: float = HOP_S) -> np.ndarray:
+        """`step` over consecutive hops (the same arithmetic, inlined): the gates as float32."""
+        spring = self._spring
+        x, v = spring.x, spring.v
+        gates = np.empty(len(audible), np.float32)
+        for k, heard in enumerate(audible):
+            target = 1.0 if heard else 0.0
+            w = self.attack_omega if target > x else self.release_omega
+            x0 = x - target
+            decay = math.exp(-w * dt)
+            c = v + w * x0
+            x = target + (x0 + c * dt) * decay
+            v = (v - w * c * dt) * decay
+            gates[k] = _clamp(x, 0.0, 1.0)
+        spring.x, spring.v = x, v
+        if len(audible):
+            spring.omega = w
+        return gates
 
     def reset(self, opened: bool = False) -> None:
         self._spring.reset(1.0 if opened else 0.0)
@@ -398,6 +470,64 @@ class MotionGenerator:
         self.hands.apply(frame.pose, t, gesture, shape_seed=self._gestures)
         return frame
 
+    def eye_weights_block(self, times: np.ndarray, energy: np.ndarray, pitch: np.ndarray, voiced: np.ndarray,
+                          speaking: np.ndarray) -> np.ndarray:
+        """The (k, 52) eye weights `step` would give for k consecutive frames, at a fraction of its cost.
+
+        For a face-only export (a CSV): only the springs the eyes depend on run frame by frame, the
+        idle layer (a pure function of time) is computed for the whole block at once. Head and torso
+        angles, gestures and hands are not computed, so a generator driven this way serves eyes only.
+        Arguments are per-frame arrays of the Prosody fields (`voiced` booleans).
+        """
+        times = np.asarray(times, np.float64)
+        count = len(times)
+        dts = np.clip(np.diff(times, prepend=times[:1] if self._last_time is None else self._last_time), 0.0, 0.1)
+        if count and self._last_time is None:
+            dts[0] = HOP_S  # as step(): the first frame after a reset advances one hop
+        raw_speaking = np.asarray(speaking, np.float64)
+        heard = np.clip(raw_speaking, 0.0, 1.0)
+        energy = np.clip(np.asarray(energy, np.float64), 0.0, 1.0)
+        pitch_up = np.where(np.asarray(voiced, bool), np.clip(np.asarray(pitch, np.float64), -1.0, 1.0), 0.0)
+        gain = self.style.head_gain
+        blinking = self.style.blink_rate_per_min > 0
+        spring, yaw_spring, pitch_spring = self._speaking, self._head[0], self._head[1]
+        speak_x, speak_v = spring.x, spring.v
+        energy_slow, run_s, extra_at = self._energy_slow, self._speech_run_s, self._extra_blink_at
+        said = np.empty(count)
+        extra = np.empty(count)
+        slow = np.empty(count)
+        w = spring.omega
+        for k, (t, dt, target, loud) in enumerate(zip(times.tolist(), dts.tolist(), heard.tolist(), energy.tolist())):
+            # Spring.step inlined: the same arithmetic, so the same values as step()
+            x0 = speak_x - target
+            decay = math.exp(-w * dt)
+            c = speak_v + w * x0
+            speak_x = target + (x0 + c * dt) * decay
+            speak_v = (speak_v - w * c * dt) * decay
+            said_now = _clamp(speak_x, 0.0, 1.0)
+            said[k] = said_now
+            energy_slow += (loud - energy_slow) * min(1.0, dt / 0.35)
+            slow[k] = energy_slow
+            if said_now > 0.5:
+                run_s += dt
+            elif said_now < 0.2 and run_s > 0.8:
+                if t - extra_at > 1.0 and blinking:
+                    extra_at = t
+                run_s = 0.0
+            extra[k] = extra_at
+        spring.x, spring.v = speak_x, speak_v
+        self._energy_slow, self._speech_run_s, self._extra_blink_at = energy_slow, run_s, extra_at
+        if count:
+            self._last_time = float(times[-1])
+        self.steps += count
+        accent = np.where(raw_speaking > 0.3, np.maximum(0.0, energy - slow), 0.0)
+        wander = self.idle.head_speech
+        yaw_target = 0.05 * said * wander[0].at(times) * gain
+        pitch_target = (0.22 * accent - 0.03 * pitch_up + 0.02 * said * wander[1].at(times)) * gain
+        head_yaw = _spring_run(yaw_spring, yaw_target.tolist(), dts.tolist())
+        head_pitch = _spring_run(pitch_spring, pitch_target.tolist(), dts.tolist())
+        return _eye_weights(self.idle, times, said, head_yaw, head_pitch, extra)
+
     def idle_frame(self, media_time_s: float) -> MotionFrame:
         """The idle layer alone: a pure function of time."""
         return compose_motion(self.idle, media_time_s, 0.0, (0.0, 0.0, 0.0), (0.0, 0.0), -math.inf)
@@ -483,6 +613,46 @@ def compose_motion(idle: IdleMotion, t: float, speaking: float, head_speech, ges
     eyes = np.zeros(NUM_ARKIT, np.float32)
     eyes[_EYE_FRAME_CHANNELS] = (blink, blink, side_pos, side_pos, side_neg, side_neg, down, down, up, up)
     return MotionFrame(pose=pose, transl=transl, eye_weights=eyes)
+
+
+def _spring_run(spring: Spring, targets: list[float], dts: list[float]) -> np.ndarray:
+    """`spring.step` over a run of targets (the same arithmetic), its values as an array."""
+    w, x, v = spring.omega, spring.x, spring.v
+    out = np.empty(len(targets))
+    for k, (target, dt) in enumerate(zip(targets, dts)):
+        x0 = x - target
+        decay = math.exp(-w * dt)
+        c = v + w * x0
+        x = target + (x0 + c * dt) * decay
+        v = (v - w * c * dt) * decay
+        out[k] = x
+    spring.x, spring.v = x, v
+    return out
+
+
+def _eye_weights(idle: IdleMotion, times: np.ndarray, speaking: np.ndarray, head_yaw: np.ndarray,
+                 head_pitch: np.ndarray, extra_blink_at: np.ndarray) -> np.ndarray:
+    """compose_motion's eye weights for a block of frames, (k, 52) float32."""
+    gain = idle.style.head_gain
+    limit = MotionGenerator.HEAD_LIMIT_RAD
+    gaze_yaw, gaze_pitch = idle.gazes(times)
+    quiet = 1.0 - 0.5 * speaking
+    gaze_yaw *= quiet
+    gaze_pitch *= quiet
+    follow_yaw, follow_pitch = idle.gazes(times, transition_s=0.6)
+    yaw = np.clip((0.045 * idle.head[0].at(times) + 0.35 * follow_yaw * quiet) * gain + head_yaw, -limit, limit)
+    pitch = np.clip((0.03 * idle.head[1].at(times) + 0.25 * follow_pitch * quiet) * gain + head_pitch, -limit, limit)
+    eye_yaw = np.clip(gaze_yaw - 0.3 * yaw, -EYE_LOOK_FULL_RAD, EYE_LOOK_FULL_RAD)
+    eye_pitch = np.clip(gaze_pitch - 0.3 * pitch, -EYE_LOOK_FULL_RAD, EYE_LOOK_FULL_RAD)
+    blink = np.maximum(idle.blinks(times), blink_shapes(times - extra_blink_at))  # -inf: none yet
+    look_side = eye_yaw / EYE_LOOK_FULL_RAD
+    look_down = eye_pitch / EYE_LOOK_FULL_RAD
+    side_pos, side_neg = np.maximum(0.0, look_side), np.maximum(0.0, -look_side)
+    down, up = np.maximum(0.0, look_down), np.maximum(0.0, -look_down)
+    eyes = np.zeros((len(times), NUM_ARKIT), np.float32)
+    eyes[:, _EYE_FRAME_CHANNELS] = np.stack([blink, blink, side_pos, side_pos, side_neg, side_neg, down, down, up, up],
+                                            axis=1)
+    return eyes
 
 
 # ---------------------------------------------------------------- prosody from audio

@@ -26,6 +26,7 @@ from studio.engine.motion import (
     Prosody,
     ProsodyTracker,
     lay_eyes,
+    relaxed_rest_pose,
 )
 from studio.engine.mouth_shaper import shape_mouth
 from studio.engine.pipeline import MOUTH_CHANNELS
@@ -33,6 +34,9 @@ from studio.engine.sources import ENGINE_RATE, AudioInputError, resample_clip, t
 from studio.engine.sources import HOP_SAMPLES as HOP
 from studio.fileio import atomic_writer
 from studio.frame import FrameState
+
+
+ANALYSIS_CHUNK_S = 5.0
 
 
 def offline_variant() -> str:
@@ -71,7 +75,8 @@ def engine_chunks(path_or_array, sample_rate: int | None = None) -> Iterator[np.
     if isinstance(path_or_array, (str, Path)):
         from studio.engine.audio_file import AudioFileStream
 
-        stream = AudioFileStream(path_or_array)  # probes now: a bad file fails before any work
+        # probes now: a bad file fails before any work; 5 s chunks (0.5 MB) spread the per-chunk cost thin
+        stream = AudioFileStream(path_or_array, chunk_s=ANALYSIS_CHUNK_S)
         return (chunk[:, 0] for chunk in stream.chunks(rate=ENGINE_RATE, channels=1))
     return _array_chunks(path_or_array, sample_rate)
 
@@ -108,7 +113,8 @@ class StreamingAnalysis:
 
     def __init__(self, fps: float = 60, model_variant: str | None = None, style: MotionStyle | None = None,
                  face_only: bool = False) -> None:
-        """`face_only`: the caller keeps only the face weights (a CSV), so arms and fingers stay at rest."""
+        """`face_only`: the caller keeps only the face weights (a CSV), so only the eyes are animated and the
+        body stays at the relaxed rest pose."""
         from studio.engine.face_model import FaceModel
 
         self.fps = _check_fps(fps)
@@ -116,6 +122,7 @@ class StreamingAnalysis:
         self.features = LogMelExtractor()
         self.prosody = ProsodyTracker()
         body = ("head_torso", "fixed") if face_only else ("full", "articulated")
+        self.face_only = face_only
         self.motion = MotionGenerator(style or MotionStyle(), *body)
         self.gate = MouthGate(opened=False)
         self.samples = 0
@@ -124,7 +131,7 @@ class StreamingAnalysis:
         self._face_start = 0  # hop index of the first kept model output
         self._face: list[np.ndarray] = [np.zeros((0, NUM_ARKIT), np.float32), np.zeros((0, 15), np.float32),
                                         np.zeros(0, np.float32)]
-        self._prosodies: list[Prosody] = []
+        self._prosody = np.zeros((0, 4))  # per hop: energy, pitch, voiced, level_db
         self._prosody_start = 0
         self._hop_start = 0  # hop index of the first kept finished hop
         self._hop_arkit = np.zeros((0, NUM_ARKIT), np.float32)  # gated mouth per hop
@@ -150,7 +157,7 @@ class StreamingAnalysis:
         self._finished = True
         pad = (-self.samples) % HOP + HOP  # as a whole signal padded by up to two hops
         self._feed(np.zeros(pad, np.float32))
-        total_hops = self._prosody_start + len(self._prosodies)
+        total_hops = self._prosody_start + len(self._prosody)
         if self.model.lookahead_frames:  # as a whole run: the last frame repeated past the end
             self._model_step(np.repeat(self._last_features, self.model.lookahead_frames, axis=0))
         return self._frames(final_hops=total_hops)
@@ -160,7 +167,10 @@ class StreamingAnalysis:
         if len(features):
             self._last_features = features[-1:]
             self._model_step(features)
-        self._prosodies.extend(self.prosody.push(samples))
+        hops = self.prosody.push(samples)
+        if hops:
+            new = np.array([(p.energy, p.pitch, p.voiced, p.level_db) for p in hops], np.float64)
+            self._prosody = np.concatenate([self._prosody, new])
 
     def _model_step(self, features: np.ndarray) -> None:
         if not len(features):
@@ -174,21 +184,20 @@ class StreamingAnalysis:
     def _finish_hops(self, final_hops: int | None) -> None:
         """Gate and store every hop whose face and surrounding loudness are known."""
         face_end = self._face_start + len(self._face[2])
-        prosody_end = self._prosody_start + len(self._prosodies)
+        prosody_end = self._prosody_start + len(self._prosody)
         if final_hops is None:  # the mouth shaper looks two hops ahead too
             end = min(face_end - 2, prosody_end - MouthGate.LOOK_AHEAD)
         else:
             end = min(face_end, final_hops)
         if end <= self._hops_done:
             return
-        levels = np.array([p.level_db for p in self._prosodies], np.float64)
-        loud = np.concatenate([levels > AUDIBLE_DB, np.zeros(MouthGate.LOOK_AHEAD + 1, bool)])
         count = end - self._hops_done
-        gates = np.empty(count, np.float32)
-        for n, hop in enumerate(range(self._hops_done, end)):
-            low = max(0, hop - MouthGate.LOOK_BEHIND - self._prosody_start)
-            heard = bool(loud[low:hop + MouthGate.LOOK_AHEAD + 1 - self._prosody_start].any())
-            gates[n] = self.gate.step(heard)
+        # a hop is heard when any hop from LOOK_BEHIND before to LOOK_AHEAD after it is loud (none past the end)
+        loud_so_far = np.concatenate([[0], np.cumsum(self._prosody[:, 3] > AUDIBLE_DB)])
+        at = np.arange(self._hops_done, end) - self._prosody_start
+        low = np.clip(at - MouthGate.LOOK_BEHIND, 0, len(self._prosody))
+        high = np.clip(at + MouthGate.LOOK_AHEAD + 1, 0, len(self._prosody))
+        gates = self.gate.run((loud_so_far[high] > loud_so_far[low]).tolist())
         first = self._hops_done - self._face_start
         lead = min(first, 2)  # the shaper's context: two hops either side where there are
         beliefs = self._face[1][first - lead:first + count + 2]
@@ -224,14 +233,21 @@ class StreamingAnalysis:
         voice = self._hop_voice[li] * (1 - w[:, 0]) + self._hop_voice[lj] * w[:, 0]
         visemes = self._hop_visemes[np.where(w[:, 0] < 0.5, li, lj)]
         nearest = np.minimum(np.rint(position).astype(np.int64), last_hop) - self._prosody_start
-        poses = np.empty((count, 55, 3), np.float32)
-        transl = np.empty((count, 3), np.float32)
-        eyes = np.empty((count, NUM_ARKIT), np.float32)
-        for k in range(count):  # motion at the output rate: it only steers head, body and eyes
-            prosody = self._prosodies[nearest[k]] if nearest[k] < len(self._prosodies) else SILENCE
-            frame = self.motion.step(float(times[k]), Prosody(prosody.energy, prosody.pitch, prosody.voiced,
-                                                              float(voice[k]), prosody.level_db))
-            poses[k], transl[k], eyes[k] = frame.pose, frame.transl, frame.eye_weights
+        silence = (SILENCE.energy, SILENCE.pitch, SILENCE.voiced, SILENCE.level_db)
+        prosody = np.concatenate([self._prosody, [silence]])[np.minimum(nearest, len(self._prosody))]
+        if self.face_only:  # only the eyes reach a CSV: the cheap block path, the body at rest
+            eyes = self.motion.eye_weights_block(times, prosody[:, 0], prosody[:, 1], prosody[:, 2] > 0, voice)
+            poses = np.broadcast_to(relaxed_rest_pose().astype(np.float32), (count, 55, 3))
+            transl = np.zeros((count, 3), np.float32)
+        else:
+            poses = np.empty((count, 55, 3), np.float32)
+            transl = np.empty((count, 3), np.float32)
+            eyes = np.empty((count, NUM_ARKIT), np.float32)
+            for k, (energy, pitch, voiced, level_db) in enumerate(prosody.tolist()):
+                # motion at the output rate: it only steers head, body and eyes
+                frame = self.motion.step(float(times[k]), Prosody(energy, pitch, bool(voiced), float(voice[k]),
+                                                                  level_db))
+                poses[k], transl[k], eyes[k] = frame.pose, frame.transl, frame.eye_weights
         self._frames_done += count
         return FrameBlock(first, times, lay_eyes(arkit, eyes), poses, transl, visemes, voice.astype(np.float32))
 
@@ -250,7 +266,7 @@ class StreamingAnalysis:
         keep = min(keep_hop, self._hops_done - MouthGate.LOOK_BEHIND)
         drop = max(0, keep - self._prosody_start)
         if drop:
-            del self._prosodies[:drop]
+            self._prosody = self._prosody[drop:]
             self._prosody_start += drop
 
 

@@ -38,7 +38,7 @@ def test_analysis_state_stays_small_however_long_the_input(tmp_path):
     for _ in range(60):  # 30 s in half-second chunks
         block = analysis.push(chunk)
         frames += 0 if block is None else len(block)
-        assert len(analysis._hop_voice) < 60 and len(analysis._prosodies) < 60 and len(analysis._face[2]) < 60
+        assert len(analysis._hop_voice) < 60 and len(analysis._prosody) < 60 and len(analysis._face[2]) < 60
     frames += len(analysis.finish())
     assert frames == 30 * 60
 

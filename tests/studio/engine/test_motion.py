@@ -150,3 +150,34 @@ def test_arm_swing_is_the_rotation_product_it_stands_for():
             swing = np.array(_swing_then_rest(forward, side))
             assert np.allclose(axis_angle_to_matrix(swing), expected, atol=1e-9)
             assert np.allclose(matrix_to_axis_angle(expected), swing, atol=1e-9)
+
+
+def _phrases(seconds, fps, seed=0):
+    """Per-frame prosody arrays: 3 s phrases of syllable-like bursts with 1 s pauses between them."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(int(seconds * fps)) / fps
+    talking = (t % 4.0) < 3.0
+    energy = np.clip(0.5 + 0.5 * np.sin(2 * np.pi * 4 * t) + 0.1 * rng.standard_normal(len(t)), 0, 1) * talking
+    pitch = np.sin(2 * np.pi * 0.5 * t) * talking
+    voiced = energy > 0.3
+    speaking = np.where(talking, np.clip(0.8 + 0.3 * rng.standard_normal(len(t)), 0, 1), 0.0).astype(np.float32)
+    return t, energy, pitch, voiced, speaking
+
+
+def test_eye_weights_block_equals_the_eyes_of_step_frame_by_frame():
+    fps = 60
+    style = MotionStyle(blink_rate_per_min=20.0, seed=5, head_gain=1.3)
+    t, energy, pitch, voiced, speaking = _phrases(30, fps)
+    stepped = MotionGenerator(style, "head_torso", "fixed")
+    expected = np.array([stepped.step(float(t[k]), Prosody(float(energy[k]), float(pitch[k]), bool(voiced[k]),
+                                                            float(speaking[k]))).eye_weights for k in range(len(t))])
+    blocked = MotionGenerator(style, "head_torso", "fixed")
+    edges = [0, 1, 7, 300, 301, 900, 1500, len(t)]  # uneven blocks: the springs carry over
+    got = np.concatenate([blocked.eye_weights_block(t[a:b], energy[a:b], pitch[a:b], voiced[a:b], speaking[a:b])
+                          for a, b in zip(edges, edges[1:])])
+    assert got.shape == expected.shape == (len(t), 52)
+    np.testing.assert_allclose(got, expected, atol=1e-5, rtol=0)
+    blink = expected[:, 0]
+    assert blink.max() > 0.99 and np.ptp(expected[:, 2:10]) > 0.05  # blinks and gaze are both in the comparison
+    assert math.isfinite(stepped._extra_blink_at) and blocked._extra_blink_at == stepped._extra_blink_at
+    assert blocked.steps == stepped.steps == len(t)
