@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from studio.avatar.arkit import ARKIT_INDEX
+from studio.avatar.arkit import ARKIT_INDEX, ARKIT_NAMES
 from studio.speech.visemes import VISEME_POSES, VISEMES
 
+# the channels a speech model drives (the silence gate and take export act on these)
+MOUTH_CHANNELS = np.array([i for i, name in enumerate(ARKIT_NAMES)
+                           if name.startswith(("jaw", "mouth", "cheekPuff", "tongue"))])
 CLOSURE_LOW, CLOSURE_HIGH = 0.35, 0.7
 ROUND_LOW, ROUND_HIGH = 0.35, 0.7
 _PP = VISEMES.index("PP")

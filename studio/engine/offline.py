@@ -28,13 +28,11 @@ from studio.engine.motion import (
     lay_eyes,
     relaxed_rest_pose,
 )
-from studio.engine.mouth_shaper import shape_mouth
-from studio.engine.pipeline import MOUTH_CHANNELS
+from studio.engine.mouth_shaper import MOUTH_CHANNELS, shape_mouth
 from studio.engine.sources import ENGINE_RATE, AudioInputError, resample_clip, trim_leading_silence
 from studio.engine.sources import HOP_SAMPLES as HOP
 from studio.fileio import atomic_writer
 from studio.frame import FrameState
-
 
 ANALYSIS_CHUNK_S = 5.0
 
@@ -390,9 +388,56 @@ def smpte_timecode(media_time_s: float, fps: float) -> str:
 _ROW_FORMAT = ",".join(["%.6f"] * NUM_ARKIT)
 
 
+_TRIPLES = np.array([list(b"%03d" % i) for i in range(1000)], np.uint8)  # "000" .. "999" as bytes
+
+
+def _timecodes(times: np.ndarray, fps: float) -> list[str]:
+    """`smpte_timecode` of many times: the same float operations, done on arrays."""
+    times = np.asarray(times, np.float64)
+    whole_seconds = np.floor(times + 1e-9)
+    frame_in_second = np.maximum(0.0, times * fps - whole_seconds * fps)
+    frame = np.floor(frame_in_second + 1e-6)
+    fraction = np.clip(np.rint((frame_in_second - frame) * 1000), 0, 999)  # rint rounds half to even, as round()
+    hours, rest = np.divmod(whole_seconds.astype(np.int64), 3600)
+    minutes, seconds = np.divmod(rest, 60)
+    return [f"{h:02d}:{m:02d}:{s:02d}:{f:02d}.{x:03d}" for h, m, s, f, x in zip(
+        hours.tolist(), minutes.tolist(), seconds.tolist(), frame.astype(np.int64).tolist(),
+        fraction.astype(np.int64).tolist())]
+
+
+def _weight_lines(weights: np.ndarray) -> list[str] | None:
+    """Rows of float32 weights as "%.6f" text joined by commas, built as bytes in numpy (None: outside -9.5..9.5).
+
+    A float32 times 10^6 is exact in float64, so rounding it half to even gives what "%.6f" prints.
+    """
+    if weights.dtype != np.float32 or not weights.size or not np.all(np.abs(weights) < 9.5):
+        return None
+    negative = np.signbit(weights)
+    signed = bool(negative.any())
+    micro = np.rint(np.abs(weights).astype(np.float64) * 1e6).astype(np.int32)
+    whole, rest = np.divmod(micro, 1000000)
+    high, low = np.divmod(rest, 1000)
+    sign = 1 if signed else 0  # a sign column only when needed; unused ones hold 0 and are dropped
+    text = np.empty(weights.shape + (sign + 9,), np.uint8)
+    if signed:
+        text[..., 0] = np.where(negative, ord("-"), 0)
+    text[..., sign] = whole.astype(np.uint8) + ord("0")
+    text[..., sign + 1] = ord(".")
+    text[..., sign + 2:sign + 5] = _TRIPLES[high]
+    text[..., sign + 5:sign + 8] = _TRIPLES[low]
+    text[..., sign + 8] = ord(",")
+    text[:, -1, sign + 8] = ord("\n")
+    flat = text.reshape(-1)
+    return (flat[flat != 0] if signed else flat).tobytes().decode("ascii").split("\n")[:-1]
+
+
 def _csv_rows(times, arkit: np.ndarray, fps: float) -> str:
-    return "".join(f"{smpte_timecode(t, fps)},{t:.6f}," + _ROW_FORMAT % tuple(row) + "\n"
-                   for t, row in zip(times, np.asarray(arkit, np.float64).tolist()))
+    arkit = np.asarray(arkit)
+    lines = _weight_lines(arkit) if arkit.ndim == 2 else None
+    if lines is None:  # values a float32 fast path cannot print exactly: one row at a time
+        lines = [_ROW_FORMAT % tuple(row) for row in np.asarray(arkit, np.float64).tolist()]
+    times = np.asarray(times, np.float64)
+    return "".join(f"{code},{t:.6f},{line}\n" for code, t, line in zip(_timecodes(times, fps), times.tolist(), lines))
 
 
 def _check_csv_target(path: Path) -> None:

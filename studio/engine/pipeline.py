@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from studio.avatar.arkit import ARKIT_NAMES, NUM_ARKIT
+from studio.avatar.arkit import NUM_ARKIT
 from studio.engine.anchor import AnchorStage, SpatialAnchor
 from studio.engine.features import LogMelExtractor
 from studio.engine.monitor import MAX_DELAY_S, VoiceMonitor
@@ -34,7 +34,7 @@ from studio.engine.motion import (
     Prosody,
     ProsodyTracker,
 )
-from studio.engine.mouth_shaper import StreamingMouthShaper
+from studio.engine.mouth_shaper import MOUTH_CHANNELS, StreamingMouthShaper
 from studio.engine.output import SpeakerOutput
 from studio.engine.sources import ENGINE_RATE, AudioDeviceError, AudioSource, MicrophoneSource
 from studio.frame import FrameState, interpolate
@@ -43,8 +43,6 @@ from studio.telemetry import LatencyTelemetry
 
 HOP = int(ENGINE_RATE * HOP_S)
 STAGES = ("capture", "features", "inference", "motion", "anchor")
-MOUTH_CHANNELS = np.array([i for i, name in enumerate(ARKIT_NAMES)
-                           if name.startswith(("jaw", "mouth", "cheekPuff", "tongue"))])
 EASE_S = 0.15  # how long the mouth takes to settle when a source changes mid-word
 MOUTH_AT_REST = 0.02  # no mouth weight above this: nothing to ease from
 SOURCE_POLL_S = 0.05  # longest sleep: device-loss checks and idle frames never wait longer

@@ -7,7 +7,14 @@ import pytest
 import soundfile
 
 from studio.avatar.arkit import ARKIT_NAMES
-from studio.engine.offline import analyze_audio, analyze_text, lipsync_command, smpte_timecode, write_arkit_csv
+from studio.engine.offline import (
+    _csv_rows,
+    analyze_audio,
+    analyze_text,
+    lipsync_command,
+    smpte_timecode,
+    write_arkit_csv,
+)
 from studio.speech.visemes import closure_intervals, lips_closed, mouth_openness
 from tests.studio.engine.helpers import SR, silence_vowel_silence
 
@@ -85,3 +92,25 @@ def test_lipsync_command_writes_a_csv_and_reports_bad_input_in_one_line(tmp_path
     error = capsys.readouterr().err.strip()
     assert "garbage.mp3" in error and len(error.splitlines()) == 1
     assert not (tmp_path / "x.csv").exists()
+
+
+def _rows_one_by_one(times, weights, fps):
+    return "".join(f"{smpte_timecode(t, fps)},{t:.6f}," + ",".join(f"{w:.6f}" for w in row) + "\n"
+                   for t, row in zip(times, np.asarray(weights, np.float64).tolist()))
+
+
+def test_csv_rows_print_exactly_what_per_value_formatting_prints():
+    rng = np.random.default_rng(4)
+    weights = rng.uniform(-0.2, 1.2, (500, 52)).astype(np.float32)
+    weights[:, 0] = np.float32(1 / 128)  # a decimal tie: "%.6f" rounds it half to even
+    weights[:, 1] = np.float32(-1e-9)  # prints as -0.000000
+    weights[:, 2] = 1.0
+    weights[::3, 3] = np.float32(9.4999995)
+    for fps, start in ((60, 0.0), (29.97, 3599.0), (1000, 86395.5)):
+        times = start + np.arange(len(weights)) / fps
+        assert _csv_rows(times.tolist(), weights, fps) == _rows_one_by_one(times.tolist(), weights, fps)
+        positive = np.abs(weights)
+        assert _csv_rows(times.tolist(), positive, fps) == _rows_one_by_one(times.tolist(), positive, fps)
+    unusual = weights[:4].astype(np.float64)  # float64, out of range and NaN go the one-by-one way
+    unusual[0, 5], unusual[1, 6], unusual[2, 7] = 12.25, np.nan, 1 / 3
+    assert _csv_rows([0.0, 0.1, 0.2, 0.3], unusual, 10) == _rows_one_by_one([0.0, 0.1, 0.2, 0.3], unusual, 10)
