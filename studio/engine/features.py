@@ -41,6 +41,21 @@ def mel_filterbank(sample_rate: int, n_fft: int, n_mels: int, fmin: float = 20.0
     return np.maximum(0.0, np.minimum(rising, falling))
 
 
+def _filter_bands(filters: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each triangular filter as the bins where it is non-zero: (n_mels, width) bin indices and weights,
+    padded with weight 0 to the widest filter's width."""
+    spans = []
+    for row in filters:
+        nonzero = np.flatnonzero(row)
+        spans.append((int(nonzero[0]), int(nonzero[-1]) + 1) if nonzero.size else (0, 0))
+    width = max(1, max(high - low for low, high in spans))
+    offsets = np.arange(width)
+    bands = np.array([np.minimum(low + offsets, filters.shape[1] - 1) for low, _ in spans])
+    weights = np.array([np.where(low + offsets < high, row[bands[m]], 0.0) for m, (row, (low, high))
+                        in enumerate(zip(filters, spans))])
+    return bands, weights
+
+
 def _as_mono_float(samples: np.ndarray, what: str) -> np.ndarray:
     array = np.asarray(samples)
     if array.ndim != 1:
@@ -66,6 +81,7 @@ class LogMelExtractor:
         self.n_fft = 1 << (win - 1).bit_length()
         self._window = np.hanning(win + 2)[1:-1]
         self._filters = mel_filterbank(sample_rate, self.n_fft, n_mels)
+        self._bands, self._band_weights = _filter_bands(self._filters)
         self.reset()
 
     @property
@@ -108,8 +124,9 @@ class LogMelExtractor:
         spectrum = np.fft.rfft(frames * self._window, n=self.n_fft, axis=-1)
         power = spectrum.real**2 + spectrum.imag**2
         # einsum without BLAS: each output is its own fixed-order sum, so a frame's value does not
-        # depend on how many frames were computed together (streamed == offline, bit for bit).
-        mel = np.einsum("tk,mk->tm", power, self._filters, optimize=False)
+        # depend on how many frames were computed together (streamed == offline, bit for bit);
+        # over each filter's own few bins only (a tenth of the work of the whole spectrum).
+        mel = np.einsum("tmk,mk->tm", power[:, self._bands], self._band_weights, optimize=False)
         return np.log(mel + LOG_FLOOR).astype(np.float32)
 
 
