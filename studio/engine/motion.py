@@ -334,16 +334,26 @@ class MouthGate:
     Opens fast when sound is near (a short attack, so the mouth is not late on a word's onset)
     and closes gently (a longer release). `audible` looks at hops LOOK_BEHIND before to
     LOOK_AHEAD after the current one: the face model lags its input by its lookahead, so the
-    streamed engine already has the prosody of those hops when it emits this one.
+    streamed engine already has the prosody of that many of those hops when it emits this one
+    (the live model's 1 hop: its gate needs the faster `attack_for_warning(1)`).
     """
 
     LOOK_BEHIND = 1
     LOOK_AHEAD = 3
+    OPEN_WT = 3.89  # a critically damped spring from rest is 90 % open after omega * t = 3.89: 1 - (1 + wt) e^-wt
 
     def __init__(self, attack_omega: float = 120.0, release_omega: float = 40.0, opened: bool = False) -> None:
         self.attack_omega = attack_omega
         self.release_omega = release_omega
         self._spring = Spring(release_omega, 1.0 if opened else 0.0)
+
+    @classmethod
+    def attack_for_warning(cls, hops: int) -> float:
+        """The attack omega that opens the gate 90 % in `hops` hops (at least one). A stream that hears sound
+        only `hops` hops before it shows it (the live engine: the face model's lookahead) must open that
+        fast, or the onset is shown with the mouth still half gated shut; the default attack (120/s) is
+        about this for the LOOK_AHEAD hops a file gives."""
+        return cls.OPEN_WT / (max(1, hops) * HOP_S)
 
     def step(self, audible: bool, dt: float = HOP_S) -> float:
         """The gate (0 shut .. 1 open) for this hop."""

@@ -216,7 +216,7 @@ class Engine:
         self._last_arkit = np.zeros(NUM_ARKIT, np.float32)
         self._ease_from = np.zeros(NUM_ARKIT, np.float32)
         self._ease_until = -1.0
-        self._gate = MouthGate()
+        self._gate = MouthGate(MouthGate.attack_for_warning(self.model.lookahead_frames))
         self._shaper = StreamingMouthShaper()
         self.status = "stopped"
         self.source_error: str | None = None
@@ -273,6 +273,7 @@ class Engine:
             if self._recent_features:
                 model.step(np.stack(list(self._recent_features)))
             self.model, self.model_variant = model, plan.face_variant
+            self._gate.attack_omega = MouthGate.attack_for_warning(model.lookahead_frames)
         if plan.face_rate_hz != self.fps:
             self.fps = float(plan.face_rate_hz)
             self._last_emitted_frame_index = math.floor(self._media_now * self.fps + 1e-6)

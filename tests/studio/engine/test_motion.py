@@ -3,6 +3,7 @@
 import math
 
 import numpy as np
+import pytest
 
 from studio.avatar.skeleton import JOINT_INDEX
 from studio.avatar.skinning import batch_rodrigues
@@ -140,6 +141,14 @@ def test_mouth_gate_opens_at_once_on_sound_and_closes_gently():
     closing = [gate.step(False) for _ in range(3)]
     assert closing[0] > 0.75 and closing[2] < closing[1] < closing[0]  # a hop of silence is not a shut mouth
     assert MouthGate(opened=True).step(True) == 1.0
+
+
+def test_mouth_gate_attack_fits_the_warning_the_stream_gets():
+    assert MouthGate.attack_for_warning(3) == pytest.approx(MouthGate().attack_omega, rel=0.1)  # a file: LOOK_AHEAD
+    live = MouthGate(MouthGate.attack_for_warning(1))  # the live model hears sound one hop ahead
+    assert 0.85 < live.step(True) < 0.95  # 90 % open one hop after the sound is heard
+    assert live.step(True) > 0.99
+    assert MouthGate(MouthGate.attack_for_warning(1)).step(False) == 0.0  # and shut while nothing is heard
 
 
 def test_arm_swing_is_the_rotation_product_it_stands_for():

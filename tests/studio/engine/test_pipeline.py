@@ -6,11 +6,15 @@ import numpy as np
 import pytest
 import soundfile
 
-from studio.engine.pipeline import Engine, FrameQueue, LatestFrameSlot
+from studio.engine.bench import HopFeeder
+from studio.engine.face_model import FaceModel
+from studio.engine.features import LogMelExtractor
+from studio.engine.motion import HOP_S
+from studio.engine.pipeline import HOP, Engine, FrameQueue, LatestFrameSlot
 from studio.engine.sources import ENGINE_RATE, AudioSource, FileSource, MicrophoneSource, TextSource
 from studio.frame import FrameState
 from studio.speech.visemes import closure_intervals, lips_closed, mouth_openness
-from tests.studio.engine.helpers import silence_vowel_silence, wait_until
+from tests.studio.engine.helpers import silence_vowel_silence, vowel, wait_until
 
 needs_pulse = pytest.mark.usefixtures("pulse_audio")
 
@@ -102,6 +106,24 @@ def test_idle_engine_animates_with_the_mouth_at_rest():
     assert engine.status == "stopped"
     assert all(mouth_openness(f.arkit) == 0.0 for f in frames)
     assert len({f.pose.tobytes() for f in frames}) > 1  # breathing, not frozen
+
+
+def test_the_mouth_stays_shut_on_low_noise_and_the_gate_is_open_by_the_first_hop_of_speech():
+    rng = np.random.default_rng(3)
+    noise = (0.001 * rng.standard_normal(ENGINE_RATE)).astype(np.float32)  # -60 dBFS: a quiet room
+    audio = np.concatenate([noise, vowel(0.5) + noise[:ENGINE_RATE // 2]])
+    alone = FaceModel("fp32").run_offline(LogMelExtractor().compute(audio))  # the model, ungated
+    engine = Engine(HopFeeder(audio))
+    queue = engine.subscribe(10_000)
+    while not engine.source.finished:
+        engine.run_once()
+    frames = {round((f.media_time_s - engine.source_start_media_s) / HOP_S): f for f in queue.drain()}
+    onset = ENGINE_RATE // HOP  # the first hop with the vowel in it
+    assert mouth_openness(np.clip(alone.arkit[:onset - 2], 0.0, 1.0)).max() > 0.04  # the model murmurs on noise
+    assert max(mouth_openness(frames[i].arkit) for i in range(onset - 2)) < 0.01  # the gate holds the mouth shut
+    # the face model hears the onset only one hop ahead: the gate must be (nearly) open on the onset hop itself
+    for i in (onset, onset + 1):
+        assert frames[i].voice_activity >= 0.9 * alone.voice_activity[i], i
 
 
 def test_a_failing_source_leaves_the_engine_idle_with_a_message():
