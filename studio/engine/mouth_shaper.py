@@ -10,8 +10,11 @@ mouth channels are blended towards the viseme's target pose in proportion to tha
 
 The blend weight is a continuous function of the probability (a ramp between LOW and HIGH), not a
 switch, so a probability hovering near a threshold cannot make the lips chatter; the probability is
-first averaged over hops with an even-weight window, which cancels a hop-by-hop flicker exactly:
-(1, 2, 2, 2, 1) / 8 centred offline, the hop and the one before when streaming (no added delay).
+first smoothed over hops so that a hop-by-hop flicker cancels exactly: (1, 2, 2, 2, 1) / 8 centred
+offline. Streaming has no later hops: rounding takes the mean of the hop and the one before, closure
+their minimum. A mean holds every release half shut for a hop, the lips opening a hop after the sound
+(also on each vowel after a pause, where the model believes the lips are shut); the minimum releases at
+once and waits a hop to shut instead, inside the closure.
 """
 
 from __future__ import annotations
@@ -45,15 +48,14 @@ def shape_mouth(arkit: np.ndarray, visemes: np.ndarray, centred: bool = True) ->
     """(n, 52) weights and (n, 15) viseme probabilities -> shaped (n, 52) weights (a new array).
 
     `centred` smooths each hop's beliefs with two neighbours on either side (offline); False uses the hop
-    and the one before (streaming, no added delay).
+    and the one before (streaming: see the module's note).
     """
     weights = np.array(arkit, np.float32, copy=True)
     probs = np.asarray(visemes, np.float32)
     if len(weights) == 0:
         return weights
-    closure = probs[:, _PP]
-    rounding = probs[:, _ROUND].sum(axis=1)
-    closure, rounding = _smooth(closure, centred), _smooth(rounding, centred)
+    closure = _smooth(probs[:, _PP], centred) if centred else _min_with_previous(probs[:, _PP])
+    rounding = _smooth(probs[:, _ROUND].sum(axis=1), centred)
     shut = _ramp(closure, CLOSURE_LOW, CLOSURE_HIGH)[:, None]
     weights[:, _LIPS] = (1.0 - shut) * weights[:, _LIPS] + shut * _CLOSED_POSE[_LIPS]
     rounded = _ramp(rounding, ROUND_LOW, ROUND_HIGH)[:, None] * (1.0 - shut)
@@ -67,6 +69,10 @@ def _smooth(values: np.ndarray, centred: bool) -> np.ndarray:
         return (padded[:-4] + 2 * padded[1:-3] + 2 * padded[2:-2] + 2 * padded[3:-1] + padded[4:]) / 8.0
     padded = np.concatenate([values[:1], values])
     return (padded[:-1] + padded[1:]) / 2.0
+
+
+def _min_with_previous(values: np.ndarray) -> np.ndarray:
+    return np.minimum(np.concatenate([values[:1], values[:-1]]), values)
 
 
 class StreamingMouthShaper:

@@ -51,3 +51,15 @@ def test_streaming_matches_the_one_sided_offline_shaping():
     shaper = StreamingMouthShaper()
     streamed = np.stack([shaper.step(arkit[i], beliefs[i]) for i in range(n)])
     assert np.allclose(streamed, offline, atol=1e-6)
+
+
+def test_streaming_opens_the_lips_on_the_hop_the_closure_belief_falls_and_shuts_without_chatter():
+    n = 12
+    closure = np.where(np.arange(n) < 6, 0.9, 0.1)  # a /b/ released into a vowel at hop 6
+    shaper = StreamingMouthShaper()
+    arkit = _half_open(n)
+    streamed = np.stack([shaper.step(arkit[i], b) for i, b in enumerate(_beliefs({"PP": closure}, n))])
+    assert all(lips_closed(streamed[:6])) and np.allclose(streamed[6:], arkit[6:])  # open at once on the release
+    flicker = np.where(np.arange(40) % 2 == 0, 0.75, 0.45)
+    opening = mouth_openness(shape_mouth(_half_open(40), _beliefs({"PP": flicker}, 40), centred=False))
+    assert np.abs(np.diff(opening[1:])).max() < 0.02  # a hop-by-hop flicker still cancels when streaming
