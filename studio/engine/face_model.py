@@ -4,6 +4,10 @@ The ONNX graph is one streaming step (see assets/model/export.py): new log-mel f
 the conv buffers in, face outputs plus new buffers out. `step()` keeps the buffers between
 calls; `run_offline()` runs a whole sequence and compensates the model's lookahead, so
 that output frame t depicts media time t * 10 ms.
+
+The live models have one buffer input, `state`; the offline model has several (its live part's,
+its refiner's and a delay line), each a `state*` input with a `new_state*` output. The runtime
+takes the buffers' shapes from the graph, so it runs either kind the same way.
 """
 
 from __future__ import annotations
@@ -84,19 +88,23 @@ class FaceModel:
         metadata = self._session.get_modelmeta().custom_metadata_map
         try:
             self._lookahead = int(metadata["lookahead_frames"])
-            self._state_shape = (1, int(metadata["state_frames"]), int(metadata["state_channels"]))
         except (KeyError, ValueError) as error:
             raise FaceModelError(f"face model {self.path} lacks metadata {error}; re-export it") from error
-        self._outputs = ["arkit", "visemes", "voice_activity", "new_state"]
+        self._state_shapes = {i.name: tuple(i.shape) for i in self._session.get_inputs() if i.name != "features"}
+        self._outputs = ["arkit", "visemes", "voice_activity"] + [f"new_{name}" for name in self._state_shapes]
         self.reset()
 
     def _check_signature(self) -> None:
-        inputs = {i.name for i in self._session.get_inputs()}
+        inputs = [i for i in self._session.get_inputs() if i.name != "features"]
+        names = {i.name for i in self._session.get_inputs()}
         outputs = {o.name for o in self._session.get_outputs()}
-        if inputs != {"features", "state"} or not {"arkit", "visemes", "voice_activity", "new_state"} <= outputs:
+        wanted = {"arkit", "visemes", "voice_activity"} | {f"new_{i.name}" for i in inputs}
+        buffers_ok = all(i.name.startswith("state") and len(i.shape) == 3 and all(isinstance(d, int) for d in i.shape)
+                         for i in inputs)
+        if "features" not in names or not inputs or not buffers_ok or not wanted <= outputs:
             raise FaceModelError(
-                f"{self.path} is not a streaming face model: inputs {sorted(inputs)}, outputs {sorted(outputs)}; "
-                "expected inputs features, state and outputs arkit, visemes, voice_activity, new_state"
+                f"{self.path} is not a streaming face model: inputs {sorted(names)}, outputs {sorted(outputs)}; "
+                "expected inputs features and state (fixed shape), outputs arkit, visemes, voice_activity, new_state"
             )
 
     @property
@@ -111,16 +119,18 @@ class FaceModel:
 
     def reset(self) -> None:
         """Start a new stream: forget all past audio."""
-        self._state = np.zeros(self._state_shape, np.float32)
+        self._states = self._zero_states()
+
+    def _zero_states(self) -> dict[str, np.ndarray]:
+        return {name: np.zeros(shape, np.float32) for name, shape in self._state_shapes.items()}
 
     def step(self, features: np.ndarray) -> FaceOutput:
         """Feed n new log-mel frames (n, 80); get the n outputs they complete (lagging by lookahead_frames)."""
         frames = self._check_features(features, "FaceModel.step")
         if frames.shape[0] == 0:
             return _empty_output()
-        arkit, visemes, voice, self._state = self._session.run(
-            self._outputs, {"features": frames[None], "state": self._state}
-        )
+        arkit, visemes, voice, *states = self._session.run(self._outputs, {"features": frames[None], **self._states})
+        self._states = dict(zip(self._state_shapes, states))
         return FaceOutput(arkit[0], visemes[0], voice[0])
 
     def run_offline(self, features: np.ndarray) -> FaceOutput:
@@ -134,8 +144,7 @@ class FaceModel:
         if n == 0:
             return _empty_output()
         padded = np.concatenate([frames, np.repeat(frames[-1:], self._lookahead, axis=0)])
-        state = np.zeros(self._state_shape, np.float32)
-        arkit, visemes, voice, _ = self._session.run(self._outputs, {"features": padded[None], "state": state})
+        arkit, visemes, voice, *_ = self._session.run(self._outputs, {"features": padded[None], **self._zero_states()})
         lag = self._lookahead
         return FaceOutput(arkit[0, lag : lag + n], visemes[0, lag : lag + n], voice[0, lag : lag + n])
 

@@ -110,13 +110,14 @@ class StreamingAnalysis:
     """
 
     def __init__(self, fps: float = 60, model_variant: str | None = None, style: MotionStyle | None = None,
-                 face_only: bool = False) -> None:
+                 face_only: bool = False, model_path: str | Path | None = None) -> None:
         """`face_only`: the caller keeps only the face weights (a CSV), so only the eyes are animated and the
-        body stays at the relaxed rest pose."""
+        body stays at the relaxed rest pose; `model_path`: a face model file other than the installed one of
+        that variant (model evaluation)."""
         from studio.engine.face_model import FaceModel
 
         self.fps = _check_fps(fps)
-        self.model = FaceModel(model_variant or offline_variant())
+        self.model = FaceModel(model_variant or offline_variant(), path=model_path)
         self.features = LogMelExtractor()
         self.prosody = ProsodyTracker()
         body = ("head_torso", "fixed") if face_only else ("full", "articulated")
