@@ -704,12 +704,23 @@ class ProsodyTracker:
 
     def push(self, samples: np.ndarray, speaking: np.ndarray | None = None) -> list[Prosody]:
         """Prosody for every complete hop in the samples so far; `speaking` gives voice activity per hop."""
+        energy, pitch, voiced, levels = self.push_arrays(samples)
+        out = []
+        for i, (hop_energy, hop_pitch, hop_voiced, level_db) in enumerate(zip(energy, pitch, voiced, levels)):
+            vad = None if speaking is None or i >= len(speaking) else float(speaking[i])
+            out.append(Prosody(energy=hop_energy, pitch=hop_pitch, voiced=hop_voiced,
+                               speaking=vad if vad is not None else float(hop_energy > 0.15), level_db=level_db))
+        return out
+
+    def push_arrays(self, samples: np.ndarray) -> tuple[list[float], list[float], list[bool], list[float]]:
+        """As `push`, without the Prosody objects (an offline analysis of hours makes millions):
+        per complete hop, the lists energy, pitch, voiced and level_db."""
         data = np.concatenate([self._history, self._pending, np.asarray(samples, np.float64)])
         hops = (len(data) - len(self._history)) // self.hop
         end = len(self._history) + hops * self.hop
         self._pending = data[end:]
         if hops == 0:
-            return []
+            return [], [], [], []
         self._history = data[end - len(self._history):end]
         frames = data[None, :self.WINDOW] if hops == 1 else data[(np.arange(hops) * self.hop)[:, None] + self._offsets]
         # few, batched numpy calls: each one costs microseconds whatever its size
@@ -730,29 +741,27 @@ class ProsodyTracker:
             peaks = search[np.arange(len(measured)), best].tolist()
             for hop, lag, power, peak in zip(measured, best.tolist(), corr[:, 0].tolist(), peaks):
                 pitches[hop] = (self.min_lag + lag, peak / power if power > 0 else 0.0)
-        out = []
-        for i, level_db in enumerate(levels):
-            if (self._hops_seen + i) % self.PITCH_EVERY == 0:
-                self._held_pitch = pitches.get(i, (0, 0.0))
-                fresh = True
-            else:
-                fresh = False
-            vad = None if speaking is None or i >= len(speaking) else float(speaking[i])
-            out.append(self._prosody(level_db, level_db > AUDIBLE_DB, *self._held_pitch, fresh, vad))
+        energies, pitches_out, voiced_out = [], [], []
+        peak_db, median, held, seen = self._peak_db, self._log_f0_median, self._held_pitch, self._hops_seen
+        for i, level_db in enumerate(levels):  # plain floats: this runs 100 times per second of audio
+            fresh = (seen + i) % self.PITCH_EVERY == 0
+            if fresh:
+                held = pitches.get(i, (0, 0.0))
+            audible = level_db > AUDIBLE_DB
+            peak_db = max(level_db, peak_db - 0.02)  # decays 2 dB/s
+            energy = _clamp((level_db - (peak_db - 30.0)) / 30.0, 0.0, 1.0) if audible else 0.0
+            pitch, voiced = 0.0, False
+            lag, clarity = held
+            if audible and lag and clarity > 0.45:
+                voiced = True
+                log_f0 = math.log(self.pitch_rate / lag)
+                if fresh:  # the speaker's median moves once per measurement
+                    median += 0.01 * math.copysign(1.0, log_f0 - median)
+                semitones = 12.0 * (log_f0 - median) / math.log(2.0)
+                pitch = _clamp(semitones / 6.0, -1.0, 1.0)
+            energies.append(energy)
+            pitches_out.append(pitch)
+            voiced_out.append(voiced)
+        self._peak_db, self._log_f0_median, self._held_pitch = peak_db, median, held
         self._hops_seen += hops
-        return out
-
-    def _prosody(self, level_db: float, audible: bool, lag: int, clarity: float, fresh: bool,
-                 vad: float | None) -> Prosody:
-        self._peak_db = max(level_db, self._peak_db - 0.02)  # decays 2 dB/s
-        energy = _clamp((level_db - (self._peak_db - 30.0)) / 30.0, 0.0, 1.0) if audible else 0.0
-        pitch, voiced = 0.0, False
-        if audible and lag and clarity > 0.45:
-            voiced = True
-            log_f0 = math.log(self.pitch_rate / lag)
-            if fresh:  # the speaker's median moves once per measurement
-                self._log_f0_median += 0.01 * math.copysign(1.0, log_f0 - self._log_f0_median)
-            semitones = 12.0 * (log_f0 - self._log_f0_median) / math.log(2.0)
-            pitch = _clamp(semitones / 6.0, -1.0, 1.0)
-        speaking = vad if vad is not None else float(energy > 0.15)
-        return Prosody(energy=energy, pitch=pitch, voiced=voiced, speaking=speaking, level_db=level_db)
+        return energies, pitches_out, voiced_out, levels

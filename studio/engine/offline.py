@@ -166,10 +166,9 @@ class StreamingAnalysis:
         if len(features):
             self._last_features = features[-1:]
             self._model_step(features)
-        hops = self.prosody.push(samples)
-        if hops:
-            new = np.array([(p.energy, p.pitch, p.voiced, p.level_db) for p in hops], np.float64)
-            self._prosody = np.concatenate([self._prosody, new])
+        hops = np.array(self.prosody.push_arrays(samples), np.float64).T  # energy, pitch, voiced, level_db
+        if len(hops):
+            self._prosody = np.concatenate([self._prosody, hops])
 
     def _model_step(self, features: np.ndarray) -> None:
         if not len(features):
