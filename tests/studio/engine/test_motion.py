@@ -190,3 +190,13 @@ def test_eye_weights_block_equals_the_eyes_of_step_frame_by_frame():
     assert blink.max() > 0.99 and np.ptp(expected[:, 2:10]) > 0.05  # blinks and gaze are both in the comparison
     assert math.isfinite(stepped._extra_blink_at) and blocked._extra_blink_at == stepped._extra_blink_at
     assert blocked.steps == stepped.steps == len(t)
+
+
+def test_mouth_gate_run_equals_its_steps():
+    audible = (np.random.default_rng(3).random(400) < 0.5).tolist()
+    stepped = MouthGate(attack_omega=MouthGate.attack_for_warning(1))
+    expected = [stepped.step(heard) for heard in audible]
+    ran = MouthGate(attack_omega=MouthGate.attack_for_warning(1))
+    gates = np.concatenate([ran.run(audible[:150]), ran.run(audible[150:])])
+    np.testing.assert_array_equal(gates, np.array(expected, np.float32))
+    assert 0.0 < gates.min() < 0.5 < gates.max() <= 1.0
