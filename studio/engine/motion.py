@@ -691,7 +691,6 @@ class ProsodyTracker:
         pitch_window = self.WINDOW // self.DECIMATION
         self._taper = np.hanning(pitch_window) / self.DECIMATION  # the decimation's 1/2 folded in
         self._n_fft = 2 * pitch_window
-        self._offsets = np.arange(self.WINDOW)
         self.reset()
 
     def reset(self) -> None:
@@ -722,7 +721,9 @@ class ProsodyTracker:
         if hops == 0:
             return [], [], [], []
         self._history = data[end - len(self._history):end]
-        frames = data[None, :self.WINDOW] if hops == 1 else data[(np.arange(hops) * self.hop)[:, None] + self._offsets]
+        # the overlapping windows as a strided view: the mean removal below makes the one copy
+        frames = (data[None, :self.WINDOW] if hops == 1
+                  else np.lib.stride_tricks.sliding_window_view(data[:end], self.WINDOW)[::self.hop][:hops])
         # few, batched numpy calls: each one costs microseconds whatever its size
         frames = frames - np.add.reduce(frames, axis=1, keepdims=True) * (1.0 / self.WINDOW)
         tail = frames[:, -self.LEVEL_SPAN:]
