@@ -531,8 +531,7 @@ class Engine:
         n = max(1, len(prosodies))
         timings = {"capture": capture_ms / n, "features": (t1 - t0) * 1000.0 / n,
                    "inference": (t2 - t1) * 1000.0 / n}
-        for hop in hops:
-            self._emit_hop(hop, timings)
+        self._emit_hops(hops, timings)
         if source.finished:
             self._flush_source_tail()
 
@@ -607,9 +606,7 @@ class Engine:
         features = self.features.push(silence)
         self._add_prosody(self.prosody.push(silence))
         self._fed += len(silence)
-        for hop in self._face_hops(features, flush=True):
-            if hop.index * HOP < audio_end:
-                self._emit_hop(hop, {})
+        self._emit_hops([hop for hop in self._face_hops(features, flush=True) if hop.index * HOP < audio_end], {})
 
     def _flush_source_tail(self) -> None:
         """A finished source: the model's lookahead frames still owe the last hops; pad with silence."""
@@ -629,7 +626,17 @@ class Engine:
             return self._prosody_history[offset]
         return SILENCE
 
-    def _emit_hop(self, hop: _Hop, timings: dict) -> None:
+    def _emit_hops(self, hops: list[_Hop], timings: dict) -> None:
+        """Step every hop; of those in one output frame period only the newest is shown (below 100 fps
+        the model runs on batches of hops, and the older ones of a batch are stale when they come)."""
+        for i, hop in enumerate(hops):
+            newer = i + 1 < len(hops) and self._frame_index(hops[i + 1].index) == self._frame_index(hop.index)
+            self._emit_hop(hop, timings, shown=not newer)
+
+    def _frame_index(self, hop_index: int) -> int:
+        return math.floor((self._source_offset + hop_index * HOP_S) * self.fps + 1e-6)
+
+    def _emit_hop(self, hop: _Hop, timings: dict, shown: bool = True) -> None:
         media = self._source_offset + hop.index * HOP_S
         prosody = self._prosody_at(hop.index)
         t0 = time.perf_counter()
@@ -648,8 +655,8 @@ class Engine:
         motion = self._motion_at(hop.index, media, Prosody(prosody.energy, prosody.pitch, prosody.voiced,
                                                             max(voice, 0.0), prosody.level_db))
         t1 = time.perf_counter()
-        frame_index = math.floor(media * self.fps + 1e-6)
-        if frame_index == self._last_emitted_frame_index:
+        frame_index = self._frame_index(hop.index)
+        if frame_index == self._last_emitted_frame_index or not shown:
             self._media_now = media
             return
         self._emit(media, motion.apply(self._eased(media, arkit)), motion.pose, motion.transl, hop.visemes, voice,

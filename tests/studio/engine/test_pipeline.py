@@ -126,6 +126,23 @@ def test_the_mouth_stays_shut_on_low_noise_and_the_gate_is_open_by_the_first_hop
         assert frames[i].voice_activity >= 0.9 * alone.voice_activity[i], i
 
 
+@pytest.mark.parametrize("fps", [50, 30])
+def test_below_100_fps_each_frame_shows_the_newest_hop_the_model_has_given(fps):
+    engine = Engine(HopFeeder(silence_vowel_silence()), fps=fps)  # the model runs on batches of 2 or 3 hops
+    queue = engine.subscribe(10_000)
+    stale, shown = [], []
+    while not engine.source.finished:
+        engine.run_once()
+        frames = [f for f in queue.drain() if f.media_time_s >= engine.source_start_media_s]
+        if frames:
+            newest = engine.work.hops_inferred - engine.model.lookahead_frames - 1
+            stale.append(newest - round((frames[-1].media_time_s - engine.source_start_media_s) / HOP_S))
+            shown += frames
+    assert stale.count(0) == len(stale) > 50
+    times = np.array([f.media_time_s for f in shown])
+    assert np.all(np.diff(times) > 0) and len(set(np.floor(times * fps + 1e-6))) == len(times)  # one frame per period
+
+
 def test_a_failing_source_leaves_the_engine_idle_with_a_message():
     class Broken(FileSource):
         def read_available(self):
