@@ -9,6 +9,7 @@ import soundfile
 from studio.avatar.arkit import ARKIT_NAMES
 from studio.engine.offline import (
     _csv_rows,
+    _weight_lines,
     analyze_audio,
     analyze_text,
     lipsync_command,
@@ -106,6 +107,7 @@ def test_csv_rows_print_exactly_what_per_value_formatting_prints():
     weights[:, 1] = np.float32(-1e-9)  # prints as -0.000000
     weights[:, 2] = 1.0
     weights[::3, 3] = np.float32(9.4999995)
+    assert _weight_lines(weights) is not None  # float32 in range: the numpy-built text is what is compared
     for fps, start in ((60, 0.0), (29.97, 3599.0), (1000, 86395.5)):
         times = start + np.arange(len(weights)) / fps
         assert _csv_rows(times.tolist(), weights, fps) == _rows_one_by_one(times.tolist(), weights, fps)
@@ -113,4 +115,5 @@ def test_csv_rows_print_exactly_what_per_value_formatting_prints():
         assert _csv_rows(times.tolist(), positive, fps) == _rows_one_by_one(times.tolist(), positive, fps)
     unusual = weights[:4].astype(np.float64)  # float64, out of range and NaN go the one-by-one way
     unusual[0, 5], unusual[1, 6], unusual[2, 7] = 12.25, np.nan, 1 / 3
+    assert _weight_lines(unusual) is None and _weight_lines(weights[:4] * 10) is None
     assert _csv_rows([0.0, 0.1, 0.2, 0.3], unusual, 10) == _rows_one_by_one([0.0, 0.1, 0.2, 0.3], unusual, 10)
