@@ -14,10 +14,11 @@ from studio.engine.offline import (
     analyze_text,
     lipsync_command,
     smpte_timecode,
+    stream_frame_blocks,
     write_arkit_csv,
 )
 from studio.speech.visemes import closure_intervals, lips_closed, mouth_openness
-from tests.studio.engine.helpers import SR, silence_vowel_silence
+from tests.studio.engine.helpers import SR, silence_vowel_silence, vowel
 
 
 def test_audio_frames_are_on_media_time_and_silence_is_at_rest(tmp_path):
@@ -117,3 +118,16 @@ def test_csv_rows_print_exactly_what_per_value_formatting_prints():
     unusual[0, 5], unusual[1, 6], unusual[2, 7] = 12.25, np.nan, 1 / 3
     assert _weight_lines(unusual) is None and _weight_lines(weights[:4] * 10) is None
     assert _csv_rows([0.0, 0.1, 0.2, 0.3], unusual, 10) == _rows_one_by_one([0.0, 0.1, 0.2, 0.3], unusual, 10)
+
+
+@pytest.mark.parametrize("fps", [60, 24])
+def test_face_only_analysis_gives_the_full_analysis_face_weights(fps):
+    """lipsync's cheap eye path (face_only) writes the weights the full body analysis gives, blinks and gaze too."""
+    phrase = np.concatenate([vowel(1.2), np.zeros(SR, np.float32)])  # phrase ends bring a blink
+    audio = np.tile(phrase, 4)
+    full = np.concatenate([block.arkit for block in stream_frame_blocks(audio, fps, sample_rate=SR)])
+    face = np.concatenate([block.arkit for block in stream_frame_blocks(audio, fps, sample_rate=SR, face_only=True)])
+    assert face.shape == full.shape == (int(np.ceil(len(audio) / SR * fps)), 52)
+    np.testing.assert_allclose(face, full, atol=1e-5, rtol=0)
+    eyes = [ARKIT_NAMES.index(name) for name in ("eyeBlinkLeft", "eyeLookOutLeft", "eyeLookInLeft")]
+    assert full[:, eyes[0]].max() > 0.9 and np.ptp(full[:, eyes[1:]]) > 0.02
