@@ -73,7 +73,7 @@ def engine_chunks(path_or_array, sample_rate: int | None = None) -> Iterator[np.
     if isinstance(path_or_array, (str, Path)):
         from studio.engine.audio_file import AudioFileStream
 
-        # probes now: a bad file fails before any work; 5 s chunks (0.5 MB) spread the per-chunk cost thin
+        # probes now: a bad file fails before any work; 5 s chunks (80,000 samples) spread the per-chunk cost thin
         stream = AudioFileStream(path_or_array, chunk_s=ANALYSIS_CHUNK_S)
         return (chunk[:, 0] for chunk in stream.chunks(rate=ENGINE_RATE, channels=1))
     return _array_chunks(path_or_array, sample_rate)
