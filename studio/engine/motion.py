@@ -198,8 +198,8 @@ def _smoothsteps(x: np.ndarray) -> np.ndarray:
 def blink_shapes(since_start_s: np.ndarray) -> np.ndarray:
     """`blink_shape` of many instants at once."""
     s = np.asarray(since_start_s, np.float64)
-    return np.select([(s < 0.0) | (s > 0.25), s < 0.07, s < 0.10],
-                     [0.0, _smoothsteps(s / 0.07), 1.0], 1.0 - _smoothsteps((s - 0.10) / 0.15))
+    # the clipped smoothsteps give blink_shape's 0 before the start and after the end, and its hold at 1
+    return np.where(s < 0.10, _smoothsteps(s / 0.07), 1.0 - _smoothsteps((s - 0.10) / 0.15))
 
 
 def blink_shape(since_start_s: float) -> float:
@@ -271,12 +271,11 @@ class IdleMotion:
         slots = [_blink_slot(self.style.seed, slot_s, slot) for slot in range(first, int(current.max()) + 1)]
         offsets = np.array([offset for offset, _ in slots])
         doubles = np.array([double for _, double in slots])
-        value = np.zeros(times.shape)
+        since = []  # the blinks of this slot and the one before, and their doubles where they have one
         for slot in (current - 1, current):
             start = slot * slot_s + offsets[slot - first]
-            value = np.maximum(value, blink_shapes(times - start))
-            value = np.maximum(value, np.where(doubles[slot - first], blink_shapes(times - start - 0.32), 0.0))
-        return value
+            since += [times - start, np.where(doubles[slot - first], times - start - 0.32, -1.0)]
+        return blink_shapes(np.stack(since)).max(axis=0)
 
     def gazes(self, times: np.ndarray, transition_s: float = 0.045) -> tuple[np.ndarray, np.ndarray]:
         """`gaze` at many times at once: (yaw, pitch) arrays."""

@@ -9,12 +9,15 @@ from studio.avatar.skeleton import JOINT_INDEX
 from studio.avatar.skinning import batch_rodrigues
 from studio.engine.motion import (
     EYE_LOOK_FULL_RAD,
+    IdleMotion,
     MotionGenerator,
     MotionStyle,
     MouthGate,
     Prosody,
     ProsodyTracker,
     _swing_then_rest,
+    blink_shape,
+    blink_shapes,
     gaze_angles,
     relaxed_rest_pose,
 )
@@ -200,3 +203,16 @@ def test_mouth_gate_run_equals_its_steps():
     gates = np.concatenate([ran.run(audible[:150]), ran.run(audible[150:])])
     np.testing.assert_array_equal(gates, np.array(expected, np.float32))
     assert 0.0 < gates.min() < 0.5 < gates.max() <= 1.0
+
+
+def test_idle_blinks_and_gaze_for_a_block_equal_their_per_frame_values():
+    idle = IdleMotion(MotionStyle(seed=3, blink_rate_per_min=30.0))  # doubles and slot edges within a minute
+    times = np.arange(0.0, 60.0, 1 / 60)
+    blinks = idle.blinks(times)
+    np.testing.assert_array_equal(blinks, [idle.blink(float(t)) for t in times])
+    assert blinks.max() == 1.0
+    for transition_s in (0.045, 0.6):
+        yaw, pitch = idle.gazes(times, transition_s)
+        np.testing.assert_array_equal(np.stack([yaw, pitch], 1), [idle.gaze(float(t), transition_s) for t in times])
+    edges = np.array([-0.1, 0.0, 0.035, 0.07, 0.085, 0.1, 0.2, 0.25, 0.26, np.inf])
+    np.testing.assert_array_equal(blink_shapes(edges), [blink_shape(float(s)) for s in edges])
