@@ -146,7 +146,11 @@ def held_out_examples(n: int = 40, seed: int = HELD_OUT_SEED):
 
 
 def _model_paths(paths: dict | None) -> dict[str, Path]:
-    return {v: Path(p) for v, p in (paths or {v: default_model_path(v) for v in ("fp32", "int8")}).items()}
+    """The given variant -> file map, else the shipped models (the offline one where it is installed)."""
+    if paths is None:
+        paths = {v: default_model_path(v) for v in ("fp32", "int8", "offline")}
+        paths = {v: p for v, p in paths.items() if v != "offline" or p.is_file()}
+    return {v: Path(p) for v, p in paths.items()}
 
 
 def benchmark_face_model(paths: dict | None = None, hops: int = 2000) -> dict:
@@ -197,6 +201,33 @@ def _markdown(results: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+class LipsyncPipeline:
+    """What `avatar-studio lipsync` writes, at 100 fps: the whole offline analysis (features, model, silence
+    gate, mouth shaper) run on an example's audio, so the report scores the output users get."""
+
+    def __init__(self, variant: str, path: Path) -> None:
+        self.variant, self.path = variant, Path(path)
+
+    def arkit(self, example) -> np.ndarray:
+        from studio.engine.offline import StreamingAnalysis
+        from studio.engine.sources import ENGINE_RATE
+
+        if example.audio is None:
+            raise ValueError("LipsyncPipeline needs examples built with their audio")
+        analysis = StreamingAnalysis(fps=FEATURE_FPS, model_variant=self.variant, face_only=True, model_path=self.path)
+        blocks = [analysis.push(chunk) for chunk in np.array_split(example.audio, max(1, len(example.audio) //
+                                                                                     ENGINE_RATE))]
+        blocks.append(analysis.finish())
+        arkit = np.concatenate([block.arkit for block in blocks if block is not None])
+        frames = len(example.viseme)
+        return np.concatenate([arkit, np.repeat(arkit[-1:], max(0, frames - len(arkit)), axis=0)])[:frames]
+
+
+def _predict(model, example) -> np.ndarray:
+    """(T, 52) at 100 fps for one example: a pipeline reads its audio, a model its features."""
+    return model.arkit(example) if isinstance(model, LipsyncPipeline) else model.run_offline(example.features).arkit
+
+
 class ShapedModel:
     """A face model as the studio shows it: its output through the mouth shaper (studio.engine.mouth_shaper)."""
 
@@ -217,7 +248,8 @@ def articulation_report(paths: dict, synthetic, human) -> dict:
     report = {}
     for variant, path in _model_paths(paths).items():
         model = FaceModel(variant, path=path)
-        for mode, centred in (("live", False), ("offline", True)):
+        modes = (("full_context", True),) if variant == "offline" else (("live", False), ("offline", True))
+        for mode, centred in modes:
             shaped = ShapedModel(model, centred)
             report[f"{variant}_{mode}"] = {"synthetic": articulation_metrics(shaped, synthetic),
                                            "human": articulation_metrics(shaped, human) if human else None}
@@ -295,7 +327,7 @@ def articulation_metrics(model: FaceModel, examples) -> dict:
     counts = dict.fromkeys(("closure_hit", "closure", "round_hit", "round", "open_hit", "open", "rest", "pause"), 0)
     pred_open, target_open = [], []
     for example in examples:
-        out = model.run_offline(example.features).arkit
+        out = _predict(model, example)
         hits, total = closure_hits(out, example.viseme, closure)
         counts["closure_hit"] += hits
         counts["closure"] += total

@@ -4,6 +4,10 @@ Graph inputs: `features` (1, k, 80) raw log-mel and `state` (1, S, C) conv buffe
 `arkit` (1, k, 52), `visemes` (1, k, 15) probabilities, `voice_activity` (1, k) and
 `new_state`. k is dynamic: k = 1 streams one hop, k = T with a zero state is the offline pass.
 Metadata props carry what the runtime needs (lookahead, state shape, feature settings).
+
+The offline model (live net + refiner, `export_offline`) has three buffer inputs, `state`,
+`state_refiner` and `state_delay`, each with its `new_` output; the runtime reads their shapes
+from the graph.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from assets.model.net import FaceNet, StreamingExport
+from assets.model.net import FaceNet, OfflineFaceNet, StreamingExport
 
 INPUT_NAMES = ["features", "state"]
 OUTPUT_NAMES = ["arkit", "visemes", "voice_activity", "new_state"]
@@ -75,6 +79,39 @@ def export_fp32(net: FaceNet, path: Path) -> Path:
         )
         model = onnx.load(str(raw_path))
     _set_metadata(model, model_metadata(net))
+    onnx.save_model(model, str(path), save_as_external_data=False)
+    return path
+
+
+def export_offline(net: OfflineFaceNet, path: Path) -> Path:
+    """The live net and its refiner as one streaming graph (fp32, weights inside)."""
+    import onnx
+
+    net = net.eval()
+    states = net.initial_states(1)
+    state_names = ["state", "state_refiner", "state_delay"]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as scratch:
+        raw_path = Path(scratch) / "raw.onnx"
+        torch.onnx.export(
+            net,
+            (torch.zeros(1, 4, 80), *states),
+            str(raw_path),
+            input_names=["features", *state_names],
+            output_names=OUTPUT_NAMES[:3] + [f"new_{name}" for name in state_names],
+            dynamic_axes={"features": {1: "frames"}, "arkit": {1: "frames"}, "visemes": {1: "frames"},
+                          "voice_activity": {1: "frames"}},
+            opset_version=17,
+            dynamo=False,
+        )
+        model = onnx.load(str(raw_path))
+    metadata = model_metadata(net.live)
+    metadata.update({
+        "lookahead_frames": str(net.lookahead),
+        "refiner_delay_frames": str(net.refiner.delay),
+        "receptive_field_frames": str(net.live.receptive_field_frames + net.refiner.state_frames),
+    })
+    _set_metadata(model, metadata)
     onnx.save_model(model, str(path), save_as_external_data=False)
     return path
 

@@ -127,5 +127,5 @@ def to_examples(clips: list[DevClip]):
         segments = [(name.lower() if name != "SIL" else "pau", end) for name, _, end in clip.phones]
         phonemes = _festival_phonemes(segments)
         targets = phoneme_track(phonemes, len(clip.audio) / SAMPLE_RATE, 100.0, timing="segment")
-        examples.append(utterance_to_example(clip.audio, targets, extractor))
+        examples.append(utterance_to_example(clip.audio, targets, extractor, keep_audio=True))
     return examples

@@ -31,9 +31,19 @@ def test_tiny_training_run_exports_onnx_models_that_load_and_stream(tmp_path):
         out_frames = model.run_offline(LogMelExtractor().compute(0.1 * rng.standard_normal(16000)))
         assert out_frames.arkit.shape == (100, 52)
         assert np.all(np.isfinite(out_frames.arkit))
+    offline = FaceModel("offline", path=out / "face_offline.onnx")
+    live = FaceModel("fp32", path=out / "face_fp32.onnx")
+    assert offline.lookahead_frames > 20 * live.lookahead_frames  # hears hundreds of ms after the frame it draws
+    features = LogMelExtractor().compute(0.1 * np.random.default_rng(1).standard_normal(16000))
+    whole = offline.run_offline(features)
+    streamed = np.concatenate([offline.step(features[k:k + 7]).arkit for k in range(0, len(features), 7)])
+    lag = offline.lookahead_frames
+    np.testing.assert_allclose(streamed[lag:], whole.arkit[:len(features) - lag], atol=1e-5)
     report = json.loads((tmp_path / "report.json").read_text())
     for key in ("viseme_frame_accuracy_pct", "closure_recall_pct", "silent_mouth_at_rest_pct",
                 "hop_cost_fp32_median_ms", "hop_cost_int8_median_ms"):
         assert isinstance(report[key], float), key
     assert report["training"]["train_steps"] > 0
+    assert report["training"]["offline_model"]["refiner_train_steps"] > 0
+    assert "offline_full_context" in report["articulation"]
     assert (tmp_path / "report.md").read_text().startswith("# Face model report")
