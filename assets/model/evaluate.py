@@ -244,7 +244,8 @@ class ShapedModel:
 
 def articulation_report(paths: dict, synthetic, human) -> dict:
     """Per-class articulation of each variant as shown live (shaper streaming) and offline (centred), on the
-    synthetic held-out set and on the human dev set side by side."""
+    synthetic held-out set and on the human dev set side by side; and, row `lipsync`, of what the offline
+    analysis writes from the audio (the full-context model where given, else the live fp32 one)."""
     report = {}
     for variant, path in _model_paths(paths).items():
         model = FaceModel(variant, path=path)
@@ -253,6 +254,12 @@ def articulation_report(paths: dict, synthetic, human) -> dict:
             shaped = ShapedModel(model, centred)
             report[f"{variant}_{mode}"] = {"synthetic": articulation_metrics(shaped, synthetic),
                                            "human": articulation_metrics(shaped, human) if human else None}
+    models = _model_paths(paths)
+    variant = "offline" if "offline" in models else "fp32"
+    if variant in models:
+        pipeline = LipsyncPipeline(variant, models[variant])
+        report["lipsync"] = {"synthetic": articulation_metrics(pipeline, synthetic),
+                             "human": articulation_metrics(pipeline, human) if human else None}
     return report
 
 

@@ -45,5 +45,5 @@ def test_tiny_training_run_exports_onnx_models_that_load_and_stream(tmp_path):
         assert isinstance(report[key], float), key
     assert report["training"]["train_steps"] > 0
     assert report["training"]["offline_model"]["refiner_train_steps"] > 0
-    assert "offline_full_context" in report["articulation"]
+    assert "offline_full_context" in report["articulation"] and "lipsync" in report["articulation"]
     assert (tmp_path / "report.md").read_text().startswith("# Face model report")
