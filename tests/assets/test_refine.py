@@ -1,10 +1,8 @@
 """The offline model's refiner: it starts as the live model delayed, and keeps a closure either pass believes."""
 
-import pytest
+import torch
 
-torch = pytest.importorskip("torch")
-
-from assets.model.net import N_OUTPUTS, Refiner, either_closure  # noqa: E402
+from assets.model.net import N_OUTPUTS, Refiner, either_closure
 
 
 def test_an_untrained_refiner_gives_the_live_outputs_delay_hops_later_in_any_chunking():
