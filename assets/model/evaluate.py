@@ -269,7 +269,7 @@ def evaluate_and_report(paths: dict, report_md: Path, training: dict | None = No
     results.update(benchmark_face_model(paths, hops=300 if tiny else 3000))
     from assets.model import human_dev
 
-    human, human_summary = [], {"note": "klettres-data or pocketsphinx not installed: no human dev set"}
+    human, human_summary = [], {"note": "klettres-data, ktuberling-data or pocketsphinx not installed: no human dev set"}
     try:
         if human_dev.available() and not tiny:
             clips, human_summary = human_dev.load_dev_set()

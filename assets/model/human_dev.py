@@ -1,9 +1,13 @@
 """Human-speech dev set: real people's recordings, aligned by pocketsphinx, never trained on.
 
-Source: Debian `klettres-data` (KLettres, GPL-2+): one US and one British English speaker reading the
-alphabet and short words (`/usr/share/klettres/{en,en_GB}/{alpha,syllab}/*.ogg`). Letters such as
-B, M, P, W, O, Q, U and words such as "ball", "me", "my", "pet", "no", "saw", "well" carry the
-closures and rounded sounds this set exists to check. Neither speaker is behind any training voice.
+Sources (Debian packages; none of these speakers is behind any training voice):
+- `klettres-data` (KLettres, GPL-2+): one US and one British English speaker reading the alphabet and
+  short words (`/usr/share/klettres/{en,en_GB}/{alpha,syllab}/*.ogg`). Letters such as B, M, P, W, O,
+  Q, U and words such as "ball", "me", "my", "pet", "no", "saw", "well" carry the closures and
+  rounded sounds this set exists to check;
+- `ktuberling-data` (KTuberling, GPL-2+): the English speaker naming the game's objects
+  (`/usr/share/ktuberling/sounds/en/*.ogg`): "umbrella", "pepperoni", "pineapple", "mushroom",
+  "woman", "moon walker", "tomato": closures inside words, between vowels, and more rounded vowels.
 
 Phone timing comes from pocketsphinx (PyPI, its bundled US-English acoustic model and CMU dictionary)
 forcing an alignment of the known word, with a QC step: an alignment is dropped when its speech
@@ -23,7 +27,11 @@ from pathlib import Path
 import numpy as np
 
 KLETTRES = Path("/usr/share/klettres")
+KTUBERLING = Path("/usr/share/ktuberling/sounds/en")
 SPEAKERS = ("en", "en_GB")
+_KTUBERLING_PREFIXES = ("egypt_", "moon_", "pizzeria_", "tv_")
+_KTUBERLING_WORDS = {"palmtree": "palm tree", "fallingstar": "falling star", "moonwalker": "moon walker",
+                     "broccolli": "broccoli", "sphynx": "sphinx", "ufo": "u f o"}
 QC_MIN_IOU = 0.4
 SAMPLE_RATE = 16000
 
@@ -38,7 +46,18 @@ class DevClip:
 
 
 def available() -> bool:
-    return any((KLETTRES / speaker).is_dir() for speaker in SPEAKERS)
+    return any((KLETTRES / speaker).is_dir() for speaker in SPEAKERS) or KTUBERLING.is_dir()
+
+
+def _recordings() -> list[tuple[str, Path, str, str]]:
+    """(speaker, path, text, name in reports) of every recording the installed packages ship."""
+    found = [(f"klettres/{speaker}", path, path.stem.lower(), f"klettres/{speaker}/{path.parent.name}/{path.name}")
+             for speaker in SPEAKERS for path in sorted((KLETTRES / speaker).glob("*/*.ogg"))]
+    for path in sorted(KTUBERLING.glob("*.ogg")):
+        word = path.stem.lower()
+        word = next((word[len(p):] for p in _KTUBERLING_PREFIXES if word.startswith(p)), word)
+        found.append(("ktuberling/en", path, _KTUBERLING_WORDS.get(word, word), f"ktuberling/en/{path.name}"))
+    return found
 
 
 def _decode(path: Path) -> np.ndarray:
@@ -85,29 +104,24 @@ def align(decoder, audio: np.ndarray, text: str) -> tuple[tuple[str, float, floa
     return phones if overlap / union >= QC_MIN_IOU else None
 
 
-def _text(path: Path) -> str:
-    return path.stem.lower()
-
-
 def load_dev_set(log=print) -> tuple[list[DevClip], dict]:
     """Every clip that aligns and passes QC, and a summary (clips seen, dropped and why)."""
     from pocketsphinx import Decoder
 
     decoder = Decoder(samprate=SAMPLE_RATE, loglevel="FATAL")
     clips, dropped, unknown = [], [], []
-    for speaker in SPEAKERS:
-        for path in sorted((KLETTRES / speaker).glob("*/*.ogg")):
-            text = _text(path)
-            if decoder.lookup_word(text) is None:
-                unknown.append(path.name)
-                continue
-            audio = _decode(path)
-            phones = align(decoder, audio, text)
-            if phones is None:
-                dropped.append(f"{speaker}/{path.parent.name}/{path.name}")
-                continue
-            clips.append(DevClip(path, speaker, text, audio, phones))
-    summary = {"source": "Debian klettres-data (GPL-2+): 2 human speakers, letters and words",
+    for speaker, path, text, name in _recordings():
+        if any(decoder.lookup_word(word) is None for word in text.split()):
+            unknown.append(name)
+            continue
+        audio = _decode(path)
+        phones = align(decoder, audio, text)
+        if phones is None:
+            dropped.append(name)
+            continue
+        clips.append(DevClip(path, speaker, text, audio, phones))
+    summary = {"source": "Debian klettres-data and ktuberling-data (GPL-2+): 3 human speakers, letters, words "
+                         "and short names",
                "clips": len(clips), "qc_dropped": dropped, "not_in_dictionary": unknown,
                "audio_s": round(sum(len(c.audio) for c in clips) / SAMPLE_RATE, 1)}
     log(f"human dev set: {len(clips)} clips, {len(dropped)} dropped by QC, {len(unknown)} not in the dictionary")

@@ -1,0 +1,41 @@
+"""The human dev set: real recordings from Debian packages, force-aligned, QC'd, never trained on."""
+
+from __future__ import annotations
+
+import numpy as np
+from pocketsphinx import Decoder
+
+from assets.model import human_dev
+
+
+def _recording(name: str):
+    return next(r for r in human_dev._recordings() if r[3] == name)
+
+
+def test_both_packages_give_recordings_with_words_a_dictionary_knows():
+    recordings = human_dev._recordings()
+    speakers = {speaker for speaker, *_ in recordings}
+    assert speakers == {"klettres/en", "klettres/en_GB", "ktuberling/en"}
+    texts = {text for *_, text, _ in recordings}
+    assert {"umbrella", "pepperoni", "palm tree", "moon walker", "b", "w"} <= texts
+    assert not any(text.startswith(("egypt", "moon_", "pizzeria", "tv_")) for text in texts)
+
+
+def test_a_word_aligns_into_its_phones_inside_the_audible_region():
+    decoder = Decoder(samprate=human_dev.SAMPLE_RATE, loglevel="FATAL")
+    _, path, text, _ = _recording("ktuberling/en/umbrella.ogg")
+    audio = human_dev._decode(path)
+    phones = human_dev.align(decoder, audio, text)
+    assert phones is not None
+    speech = [p for p in phones if p[0] != "SIL"]
+    assert [p[0] for p in speech] == ["AH", "M", "B", "R", "EH", "L", "AH"]
+    start, end = human_dev._audible(audio)
+    assert start - 0.1 <= speech[0][1] and speech[-1][2] <= end + 0.1
+
+
+def test_qc_rejects_an_alignment_of_the_wrong_words():
+    decoder = Decoder(samprate=human_dev.SAMPLE_RATE, loglevel="FATAL")
+    _, path, _, _ = _recording("ktuberling/en/umbrella.ogg")
+    audio = human_dev._decode(path)
+    silence_then_word = np.concatenate([np.zeros(human_dev.SAMPLE_RATE * 3, np.float32), audio])
+    assert human_dev.align(decoder, silence_then_word, "pepperoni pineapple salami tomato") is None
