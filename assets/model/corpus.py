@@ -60,6 +60,9 @@ PIPER_SHARE = 0.25
 PIPER_ATTEMPTS = 3
 """Piper samples its noise afresh on each call: an utterance failing QC is synthesized again, then left to espeak."""
 
+TELEPHONE_SHARE = 0.3
+"""Share of augmented copies cut to the telephone band."""
+
 _FESTIVAL_CHUNK = 24
 _BLOCK = 64
 _LOOKAHEAD_BLOCKS = 3
@@ -348,11 +351,30 @@ def _reverb(audio: np.ndarray, rng: np.random.Generator, rate: int) -> np.ndarra
     return wet * (np.abs(audio).max() / (np.abs(wet).max() + 1e-12))
 
 
+def _mu_law_round_trip(signal: np.ndarray) -> np.ndarray:
+    """G.711 μ-law: 8-bit companded quantisation, as telephone and voicemail recordings carry."""
+    scale = max(1.0, float(np.abs(signal).max()))
+    x = np.clip(signal / scale, -1.0, 1.0)
+    coded = np.round(np.sign(x) * np.log1p(255.0 * np.abs(x)) / np.log(256.0) * 127.0) / 127.0
+    return np.sign(coded) * np.expm1(np.abs(coded) * np.log(256.0)) / 255.0 * scale
+
+
+def telephone_band(audio: np.ndarray, sample_rate: int = SAMPLE_RATE, mu_law: bool = False) -> np.ndarray:
+    """`audio` as a telephone line carries it (300–3400 Hz through 8 kHz, optionally μ-law coded), same length."""
+    signal = np.asarray(audio, np.float64)
+    narrow = resample(_band_limit(signal, sample_rate, 300.0, 3400.0), sample_rate, 8000)
+    if mu_law:
+        narrow = _mu_law_round_trip(narrow)
+    return _fit_length(resample(narrow, 8000, sample_rate), len(signal))
+
+
 def augment(audio: np.ndarray, rng: np.random.Generator, sample_rate: int = SAMPLE_RATE) -> np.ndarray:
     """A randomly degraded copy of `audio`, same length and timing (labels stay valid).
 
-    Reverb, telephone band (300–3400 Hz via 8 kHz), resampling round trips, gain with occasional
-    clipping, DC offset and white/pink noise at 10–40 dB SNR, each applied with some probability.
+    Reverb, telephone band (300–3400 Hz via 8 kHz, half of the time μ-law coded), resampling round
+    trips, gain with occasional clipping, DC offset and white/pink noise at 10–40 dB SNR, each applied
+    with some probability. The telephone band is common (`TELEPHONE_SHARE`): a model trained mostly on
+    wide-band audio missed a fifth of the human dev set's closures once it was band-limited.
     """
     signal = np.asarray(audio, dtype=np.float64).copy()
     length = len(signal)
@@ -360,9 +382,8 @@ def augment(audio: np.ndarray, rng: np.random.Generator, sample_rate: int = SAMP
         return signal.astype(np.float32)
     if rng.random() < 0.3:
         signal = _reverb(signal, rng, sample_rate)
-    if rng.random() < 0.15:
-        narrow = _band_limit(signal, sample_rate, 300.0, 3400.0)
-        signal = _fit_length(resample(resample(narrow, sample_rate, 8000), 8000, sample_rate), length)
+    if rng.random() < TELEPHONE_SHARE:
+        signal = telephone_band(signal, sample_rate, mu_law=rng.random() < 0.5)
     elif rng.random() < 0.2:
         via = int(rng.choice([11025, 12000, 22050, 24000, 44100]))
         signal = _fit_length(resample(resample(signal, sample_rate, via), via, sample_rate), length)

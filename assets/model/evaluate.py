@@ -188,11 +188,12 @@ def _markdown(results: dict) -> str:
     if articulation:
         keys = ("closure_recall_pct", "rounding_recall_pct", "open_vowel_recall_pct", "pause_mouth_at_rest_pct",
                 "aperture_lag_ms")
-        lines += ["", "## articulation: synthetic held-out | human dev (as shown: mouth shaper on)", "",
+        lines += ["", "## articulation: synthetic held-out / human dev / human dev through a telephone band "
+                  "(as shown: mouth shaper on)", "",
                   "| model, path | " + " | ".join(keys) + " |", "| --- |" + " --- |" * len(keys)]
         for name, sets in articulation.items():
-            human = sets.get("human") or {}
-            cells = [f"{sets['synthetic'].get(k)} / {human.get(k, '—')}" for k in keys]
+            human, telephone = sets.get("human") or {}, sets.get("human_telephone") or {}
+            cells = [f"{sets['synthetic'].get(k)} / {human.get(k, '—')} / {telephone.get(k, '—')}" for k in keys]
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
     for section in ("per_class", "training", "human_dev_set"):
         if isinstance(results.get(section), dict):
@@ -242,24 +243,27 @@ class ShapedModel:
         return FaceOutput(shape_mouth(out.arkit, out.visemes, self.centred), out.visemes, out.voice_activity)
 
 
-def articulation_report(paths: dict, synthetic, human) -> dict:
+def articulation_report(paths: dict, synthetic, human, human_telephone=()) -> dict:
     """Per-class articulation of each variant as shown live (shaper streaming) and offline (centred), on the
-    synthetic held-out set and on the human dev set side by side; and, row `lipsync`, of what the offline
-    analysis writes from the audio (the full-context model where given, else the live fp32 one)."""
+    synthetic held-out set, the human dev set and that set through a telephone band side by side; and, row
+    `lipsync`, of what the offline analysis writes from the audio (the full-context model where given, else
+    the live fp32 one)."""
+
+    def on_each_set(model) -> dict:
+        return {"synthetic": articulation_metrics(model, synthetic),
+                "human": articulation_metrics(model, human) if human else None,
+                "human_telephone": articulation_metrics(model, human_telephone) if human_telephone else None}
+
     report = {}
     for variant, path in _model_paths(paths).items():
         model = FaceModel(variant, path=path)
         modes = (("full_context", True),) if variant == "offline" else (("live", False), ("offline", True))
         for mode, centred in modes:
-            shaped = ShapedModel(model, centred)
-            report[f"{variant}_{mode}"] = {"synthetic": articulation_metrics(shaped, synthetic),
-                                           "human": articulation_metrics(shaped, human) if human else None}
+            report[f"{variant}_{mode}"] = on_each_set(ShapedModel(model, centred))
     models = _model_paths(paths)
     variant = "offline" if "offline" in models else "fp32"
     if variant in models:
-        pipeline = LipsyncPipeline(variant, models[variant])
-        report["lipsync"] = {"synthetic": articulation_metrics(pipeline, synthetic),
-                             "human": articulation_metrics(pipeline, human) if human else None}
+        report["lipsync"] = on_each_set(LipsyncPipeline(variant, models[variant]))
     return report
 
 
@@ -269,15 +273,17 @@ def evaluate_and_report(paths: dict, report_md: Path, training: dict | None = No
     results.update(benchmark_face_model(paths, hops=300 if tiny else 3000))
     from assets.model import human_dev
 
-    human, human_summary = [], {"note": "klettres-data, ktuberling-data or pocketsphinx not installed: no human dev set"}
+    human, telephone = [], []
+    human_summary = {"note": "klettres-data, ktuberling-data or pocketsphinx not installed: no human dev set"}
     try:
         if human_dev.available() and not tiny:
             clips, human_summary = human_dev.load_dev_set()
             human = human_dev.to_examples(clips)
+            telephone = human_dev.to_examples(clips, telephone=True)
     except ImportError:
         pass
     results["human_dev_set"] = human_summary
-    results["articulation"] = articulation_report(paths, held_out_examples(6 if tiny else 60), human)
+    results["articulation"] = articulation_report(paths, held_out_examples(6 if tiny else 60), human, telephone)
     if training:
         results["training"] = training
         results["train_s"] = training.get("train_s")

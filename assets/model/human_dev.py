@@ -128,9 +128,12 @@ def load_dev_set(log=print) -> tuple[list[DevClip], dict]:
     return clips, summary
 
 
-def to_examples(clips: list[DevClip]):
-    """train.Example per clip: features, and targets from the aligned phones (festival-style segments)."""
-    from assets.model.corpus import _festival_phonemes
+def to_examples(clips: list[DevClip], telephone: bool = False):
+    """train.Example per clip: features, and targets from the aligned phones (festival-style segments).
+
+    `telephone`: the same clips as a phone line carries them (band-limited via 8 kHz, μ-law coded), so the
+    report shows how the model holds up on narrow-band speech (calls, voicemail, cheap headsets)."""
+    from assets.model.corpus import _festival_phonemes, telephone_band
     from assets.model.train import utterance_to_example
     from studio.engine.features import LogMelExtractor
     from studio.speech.visemes import phoneme_track
@@ -141,5 +144,6 @@ def to_examples(clips: list[DevClip]):
         segments = [(name.lower() if name != "SIL" else "pau", end) for name, _, end in clip.phones]
         phonemes = _festival_phonemes(segments)
         targets = phoneme_track(phonemes, len(clip.audio) / SAMPLE_RATE, 100.0, timing="segment")
-        examples.append(utterance_to_example(clip.audio, targets, extractor, keep_audio=True))
+        audio = telephone_band(clip.audio, SAMPLE_RATE, mu_law=True).astype(np.float32) if telephone else clip.audio
+        examples.append(utterance_to_example(audio, targets, extractor, keep_audio=True))
     return examples

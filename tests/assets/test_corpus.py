@@ -15,6 +15,7 @@ from assets.model.corpus import (
     is_held_out_voice,
     resample,
     synthesize_utterances,
+    telephone_band,
 )
 from assets.model.sentences import FIXED_SENTENCES, generate_sentences, is_held_out
 from studio.speech.espeak import EspeakSynth
@@ -105,3 +106,16 @@ def test_augment_keeps_length_and_finiteness_and_changes_audio():
     assert changed == 40
     assert np.array_equal(augment(audio, np.random.default_rng(5)), augment(audio, np.random.default_rng(5)))
     assert augment(np.zeros(0, np.float32), np.random.default_rng(0)).shape == (0,)
+
+
+def test_telephone_band_keeps_length_and_only_300_to_3400_hz():
+    audio = next(synthesize_utterances(1, seed=0, voices=["espeak:en-us"])).audio
+    for mu_law in (False, True):
+        line = telephone_band(audio, SAMPLE_RATE, mu_law=mu_law)
+        assert line.shape == audio.shape and np.isfinite(line).all()
+        power = np.abs(np.fft.rfft(line)) ** 2
+        freqs = np.fft.rfftfreq(len(line), 1 / SAMPLE_RATE)
+        inside = power[(freqs > 400) & (freqs < 3300)].sum()
+        assert power[freqs > 3600].sum() < 1e-3 * inside and power[freqs < 200].sum() < 1e-2 * inside
+    plain, coded = telephone_band(audio, mu_law=False), telephone_band(audio, mu_law=True)
+    assert 0 < np.mean((plain - coded) ** 2) < 1e-3 * np.mean(plain ** 2)
