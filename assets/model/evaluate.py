@@ -58,19 +58,24 @@ def _at_display_times(arkit: np.ndarray, times_s: np.ndarray) -> np.ndarray:
 
 def closure_hits(pred_arkit: np.ndarray, target_viseme: np.ndarray, closure: int) -> tuple[int, int]:
     """(recalled closure intervals, all closure intervals) for one utterance."""
+    flags = _closure_flags(pred_arkit, target_viseme, closure)
+    return sum(hit for _, hit in flags), len(flags)
+
+
+def _closure_flags(pred_arkit: np.ndarray, target_viseme: np.ndarray, closure: int) -> list[tuple[tuple[int, int], bool]]:
+    """Each closure interval (frames) and whether the lips meet in it (±1 display frame)."""
     from studio.speech.visemes import lips_closed
 
-    hits = 0
-    intervals = _runs(target_viseme == closure)
-    for start, stop in intervals:
+    flags = []
+    for start, stop in _runs(target_viseme == closure):
         begin_s = start / FEATURE_FPS - 1 / DISPLAY_FPS
         end_s = stop / FEATURE_FPS + 1 / DISPLAY_FPS
         first = int(np.ceil(max(0.0, begin_s) * DISPLAY_FPS))
         last = int(np.floor(min((len(pred_arkit) - 1) / FEATURE_FPS, end_s) * DISPLAY_FPS))
         times = np.arange(first, last + 1) / DISPLAY_FPS
-        if times.size and any(bool(lips_closed(frame)) for frame in _at_display_times(pred_arkit, times)):
-            hits += 1
-    return hits, len(intervals)
+        hit = bool(times.size) and any(bool(lips_closed(frame)) for frame in _at_display_times(pred_arkit, times))
+        flags.append(((start, stop), hit))
+    return flags
 
 
 def quality_metrics(model: FaceModel, examples) -> dict:
@@ -195,7 +200,7 @@ def _markdown(results: dict) -> str:
             human, telephone = sets.get("human") or {}, sets.get("human_telephone") or {}
             cells = [f"{sets['synthetic'].get(k)} / {human.get(k, '—')} / {telephone.get(k, '—')}" for k in keys]
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    for section in ("per_class", "training", "human_dev_set"):
+    for section in ("per_class", "training", "human_dev_set", "human_dev_by_phone_and_speaker"):
         if isinstance(results.get(section), dict):
             lines += ["", f"## {section.replace('_', ' ')}", "", "| key | value |", "| --- | --- |"]
             lines += [f"| {k} | {v} |" for k, v in results[section].items()]
@@ -273,7 +278,7 @@ def evaluate_and_report(paths: dict, report_md: Path, training: dict | None = No
     results.update(benchmark_face_model(paths, hops=300 if tiny else 3000))
     from assets.model import human_dev
 
-    human, telephone = [], []
+    human, telephone, clips = [], [], []
     human_summary = {"note": "klettres-data, ktuberling-data or pocketsphinx not installed: no human dev set"}
     try:
         if human_dev.available() and not tiny:
@@ -284,6 +289,9 @@ def evaluate_and_report(paths: dict, report_md: Path, training: dict | None = No
         pass
     results["human_dev_set"] = human_summary
     results["articulation"] = articulation_report(paths, held_out_examples(6 if tiny else 60), human, telephone)
+    if human and "fp32" in _model_paths(paths):
+        live = ShapedModel(FaceModel("fp32", path=_model_paths(paths)["fp32"]), centred=False)
+        results["human_dev_by_phone_and_speaker"] = human_breakdown(live, clips, human)
     if training:
         results["training"] = training
         results["train_s"] = training.get("train_s")
@@ -312,19 +320,47 @@ MAX_LAG_FRAMES = 10
 
 def _interval_hits(pred: np.ndarray, target: np.ndarray, classes: np.ndarray, wanted: set[int],
                    channels: list[int], need_abs: float) -> tuple[int, int]:
-    """Intervals of `wanted` visemes whose target peak on `channels` is clear; a hit when the prediction's
-    peak within the interval (±1 display frame) reaches half the target's and `need_abs`."""
-    hits = total = 0
+    flags = _interval_flags(pred, target, classes, wanted, channels, need_abs)
+    return sum(hit for _, hit in flags), len(flags)
+
+
+def _interval_flags(pred: np.ndarray, target: np.ndarray, classes: np.ndarray, wanted: set[int],
+                    channels: list[int], need_abs: float) -> list[tuple[tuple[int, int], bool]]:
+    """Intervals of `wanted` visemes whose target peak on `channels` is clear, each with whether it is hit:
+    the prediction's peak within the interval (±1 display frame) reaches half the target's and `need_abs`."""
+    flags = []
     slack = int(np.ceil(FEATURE_FPS / DISPLAY_FPS))
     for start, stop in _runs(np.isin(classes, list(wanted))):
         target_peak = float(target[start:stop][:, channels].max())
         if target_peak < 0.2:
             continue
-        total += 1
         lo, hi = max(0, start - slack), min(len(pred), stop + slack)
-        if float(pred[lo:hi][:, channels].max()) >= max(need_abs, 0.5 * target_peak):
-            hits += 1
-    return hits, total
+        flags.append(((start, stop), float(pred[lo:hi][:, channels].max()) >= max(need_abs, 0.5 * target_peak)))
+    return flags
+
+
+def human_breakdown(model, clips, examples) -> dict:
+    """Closures and rounded sounds of the human dev set by aligned phone and by speaker ("hits/intervals"):
+    which sounds and voices the misses come from (a British GOAT vowel is rounded far less than the US
+    dictionary's OW says, for one)."""
+    from studio.speech.visemes import VISEMES
+
+    closure, rounded = list(VISEMES).index("PP"), {list(VISEMES).index("ou"), list(VISEMES).index("oh")}
+    channels = [ARKIT_INDEX[n] for n in ROUNDED]
+    tally: dict[str, list[int]] = {}
+    for clip, example in zip(clips, examples):
+        out = _predict(model, example)
+        kinds = (("closure", _closure_flags(out, example.viseme, closure)),
+                 ("rounding", _interval_flags(out, example.arkit, example.viseme, rounded, channels, ROUND_VISIBLE)))
+        for kind, flags in kinds:
+            for (start, stop), hit in flags:
+                middle = (start + stop) / 2 / FEATURE_FPS
+                phone = next((name for name, a, b in clip.phones if a <= middle < b), "?")
+                for key in (f"{kind} {phone}", f"{kind} {clip.speaker}"):
+                    tally.setdefault(key, [0, 0])
+                    tally[key][0] += hit
+                    tally[key][1] += 1
+    return {key: f"{hits}/{total}" for key, (hits, total) in sorted(tally.items())}
 
 
 def articulation_metrics(model: FaceModel, examples) -> dict:

@@ -39,3 +39,18 @@ def test_qc_rejects_an_alignment_of_the_wrong_words():
     audio = human_dev._decode(path)
     silence_then_word = np.concatenate([np.zeros(human_dev.SAMPLE_RATE * 3, np.float32), audio])
     assert human_dev.align(decoder, silence_then_word, "pepperoni pineapple salami tomato") is None
+
+
+def test_the_breakdown_names_each_closure_by_its_phone_and_speaker():
+    from assets.model.evaluate import ShapedModel, human_breakdown
+    from studio.engine.face_model import FaceModel
+
+    decoder = Decoder(samprate=human_dev.SAMPLE_RATE, loglevel="FATAL")
+    speaker, path, text, _ = _recording("ktuberling/en/pizzeria_pepperoni.ogg")
+    audio = human_dev._decode(path)
+    clip = human_dev.DevClip(path, speaker, text, audio, human_dev.align(decoder, audio, text))
+    model = ShapedModel(FaceModel("fp32"), centred=False)
+    breakdown = human_breakdown(model, [clip], human_dev.to_examples([clip]))
+    assert set(breakdown) == {"closure P", "closure ktuberling/en", "rounding OW", "rounding ktuberling/en"}
+    assert breakdown["closure P"] == breakdown["closure ktuberling/en"] and breakdown["closure P"].endswith("/2")
+    assert breakdown["rounding OW"] == breakdown["rounding ktuberling/en"] and breakdown["rounding OW"].endswith("/1")
