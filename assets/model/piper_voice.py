@@ -12,9 +12,13 @@ grouped here into espeak mnemonics so one viseme table serves every engine:
 - a stress mark's samples go to the sound after it, a length mark's to the sound before it;
 - a word gap's samples are split between the sounds either side (connected speech has no gap);
 - punctuation, start and end are pauses;
-- a /p/'s silent closure is spent on the token before it (as in espeak's events): measured on joe,
-  the lips are shut from about 45 ms before the /p/ token to its burst, so the /p/ segment starts
-  `P_CLOSURE_LEAD_S` earlier and the segment rule (`timing="segment"`: first 55 % shut) holds.
+- a /p/'s silent closure is mostly spent on the token before it (as in espeak's events), so each /p/
+  is placed on the sound itself: its burst is the steepest rise in level (5 ms frames) within the token
+  (from 20 ms before it to 10 ms after), its closure the quiet run before the burst
+  (`P_QUIET_BELOW_BURST_DB` under the burst, at most `P_CLOSURE_MAX_S`), and the segment is sized
+  so the segment rule (`timing="segment"`: first 55 % shut) shuts the lips exactly over that run.
+  Where no burst or no quiet run shows (an unreleased /p/), the segment starts `P_CLOSURE_LEAD_S`
+  earlier, the typical lead measured on joe.
 
 QC drops an utterance whose phonemes cannot be mapped, whose alignment does not tile its audio, or
 where a /p/ before a vowel has a closure that is not quiet (`P_CLOSURE_QUIET_DB` below the loudest 10 ms of the utterance).
@@ -32,6 +36,10 @@ from studio.speech.espeak import Phoneme
 
 PIPER_VOICES = ("joe",)
 P_CLOSURE_LEAD_S = 0.045
+P_QUIET_BELOW_BURST_DB = 15.0
+P_BURST_RISE_DB = 10.0
+P_CLOSURE_MAX_S = 0.15
+_LEVEL_HOP_S = 0.005
 P_CLOSURE_QUIET_DB = 25.0
 _VOWEL_STARTS = tuple("aAeEiIoOuUV@03")
 _STRESS = frozenset("ˈˌ")
@@ -164,18 +172,57 @@ def synthesize(text: str, voice: str, length_scale: float = 1.0,
     for symbol, samples in group_phonemes(aligned):
         spans.append([symbol, start / rate, (start + samples) / rate])
         start += samples
-    phonemes = tuple(Phoneme(*span) for span in _lead_p_closures(spans))
+    phonemes = tuple(Phoneme(*span) for span in _place_p_closures(spans, _level_db(audio, rate)))
     _check_p_closures(audio, rate, phonemes, text)
     return audio, int(rate), phonemes
 
 
-def _lead_p_closures(spans: list[list]) -> list[list]:
-    for previous, current in zip(spans[:-1], spans[1:]):
-        if current[0] == "p":
+def _level_db(audio: np.ndarray, rate: int) -> np.ndarray:
+    hop = int(rate * _LEVEL_HOP_S)
+    frames = len(audio) // hop
+    return 10 * np.log10(np.mean(audio[:frames * hop].reshape(frames, hop) ** 2, axis=1) + 1e-10)
+
+
+def _place_p_closures(spans: list[list], level: np.ndarray) -> list[list]:
+    for index in range(1, len(spans)):
+        previous, current = spans[index - 1], spans[index]
+        if current[0] != "p":
+            continue
+        closure = _measured_p_closure(current, previous[1] + 0.02, level)
+        if closure is None:
             lead = min(P_CLOSURE_LEAD_S, max(0.0, previous[2] - previous[1] - 0.02))
             previous[2] -= lead
             current[1] -= lead
+            continue
+        start, burst = closure
+        end = start + (burst - start) / 0.55  # the segment rule then shuts the lips over [start, burst]
+        following = spans[index + 1] if index + 1 < len(spans) else None
+        if following is not None:
+            end = min(end, following[2] - 0.02)
+            following[1] = end
+        previous[2] = current[1] = start
+        current[2] = end
     return spans
+
+
+def _measured_p_closure(p: list, earliest_s: float, level: np.ndarray) -> tuple[float, float] | None:
+    """(closure start, burst) in seconds for one /p/ token, or None when the audio shows neither."""
+    first = max(1, int((p[1] - 0.02) / _LEVEL_HOP_S))
+    last = min(len(level) - 1, int((p[2] + 0.01) / _LEVEL_HOP_S))
+    if last <= first:
+        return None
+    rises = level[first:last + 1] - level[first - 1:last]
+    burst = first + int(np.argmax(rises))
+    if rises.max() < P_BURST_RISE_DB:
+        return None
+    quiet = level[burst] - P_QUIET_BELOW_BURST_DB
+    start = burst
+    floor = max(int(np.ceil(earliest_s / _LEVEL_HOP_S)), burst - int(P_CLOSURE_MAX_S / _LEVEL_HOP_S))
+    while start - 1 >= floor and level[start - 1] < quiet:
+        start -= 1
+    if (burst - start) * _LEVEL_HOP_S < 0.015:
+        return None
+    return start * _LEVEL_HOP_S, burst * _LEVEL_HOP_S
 
 
 def _check_p_closures(audio: np.ndarray, rate: int, phonemes: tuple[Phoneme, ...], text: str) -> None:

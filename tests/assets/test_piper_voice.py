@@ -50,6 +50,21 @@ def test_joe_speaks_with_phonemes_that_tile_the_audio_and_quiet_bilabial_closure
             assert closure < vowel - (20.0 if phoneme.symbol == "p" else 3.0), (phoneme, closure, vowel)
 
 
+
+def test_a_p_closure_ends_at_its_burst():
+    audio, rate, phonemes = piper_voice.synthesize("Ursula painted the spectacles and the pepperoni.", "joe")
+    level = piper_voice._level_db(audio, rate)
+    placed = 0
+    for phoneme, following in zip(phonemes[:-1], phonemes[1:]):
+        if phoneme.symbol == "p" and following.symbol in ("eI", "E"):
+            (start, end), = closure_intervals([phoneme], timing="segment")
+            shut = level[int(start / 0.005):int(end / 0.005)]
+            after = level[int(end / 0.005):int(end / 0.005) + 4]  # the 20 ms after the lips part
+            assert after.max() > np.median(shut) + 20.0, (phoneme, shut, after)
+            placed += 1
+    assert placed == 3
+
+
 def test_the_corpus_gives_piper_utterances_segment_timing_and_refuses_unknown_piper_voices():
     utterance = next(synthesize_utterances(1, seed=3, voices=["piper:joe"]))
     assert utterance.voice in ("piper:joe", "espeak:en-us") and utterance.sample_rate == 16000
