@@ -49,7 +49,7 @@ class Example:
 @dataclass
 class TrainConfig:
     n_train: int = 1800
-    n_augmented_copies: int = 1
+    n_augmented_copies: int = 2  # two degraded copies of each utterance: one was not enough for telephone-band speech
     minutes: float = 20.0
     max_steps: int = 100_000
     batch: int = 24
