@@ -120,6 +120,7 @@ def group_phonemes(aligned: list[tuple[str, int]]) -> list[tuple[str, int]]:
 
 
 def _spread_word_gaps(units: list[list]) -> list[tuple[str, int]]:
+    """A word gap between two sounds is split between them; one beside a pause is part of the pause."""
     out: list[list] = []
     for index, (symbol, samples) in enumerate(units):
         if symbol is not None:
@@ -128,14 +129,10 @@ def _spread_word_gaps(units: list[list]) -> list[tuple[str, int]]:
         after = next((u for u in units[index + 1:] if u[0] is not None), None)
         before = out[-1] if out else None
         if before is None or before[0] == "_" or after is None or after[0] == "_":
-            target = before if before is not None and before[0] == "_" else None
-            if target is None:
-                out.append(["_", samples])
-            else:
-                target[1] += samples
-            continue
-        before[1] += samples // 2
-        after[1] += samples - samples // 2
+            out.append(["_", samples])
+        else:
+            before[1] += samples // 2
+            after[1] += samples - samples // 2
     merged: list[tuple[str, int]] = []
     for symbol, samples in out:
         if merged and symbol == "_" and merged[-1][0] == "_":

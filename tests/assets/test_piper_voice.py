@@ -26,6 +26,8 @@ def test_a_stress_mark_gives_its_samples_to_the_next_sound_and_a_length_mark_to_
 def test_word_gaps_are_split_and_punctuation_is_a_pause():
     assert group_phonemes([("m", 10), (" ", 9), ("p", 10), (",", 40), (" ", 6), ("w", 10)]) == [
         ("m", 14), ("p", 15), ("_", 46), ("w", 10)]
+    assert group_phonemes([("^", 10), (" ", 4), ("m", 10), (" ", 6), (".", 20), (" ", 3), ("$", 5)]) == [
+        ("_", 14), ("m", 10), ("_", 34)]
 
 
 def test_an_unknown_phoneme_fails_qc_by_name():
