@@ -142,15 +142,18 @@ def _spread_word_gaps(units: list[list]) -> list[tuple[str, int]]:
     return merged
 
 
-def synthesize(text: str, voice: str, length_scale: float = 1.0,
-               seed: int = 0) -> tuple[np.ndarray, int, tuple[Phoneme, ...]]:
-    """(float32 mono audio, rate, phonemes as whole segments in seconds) for one sentence."""
+def synthesize(text: str, voice: str, length_scale: float = 1.0, seed: int = 0,
+               varied: bool = True) -> tuple[np.ndarray, int, tuple[Phoneme, ...]]:
+    """(float32 mono audio, rate, phonemes as whole segments in seconds) for one sentence.
+
+    `varied`: sample the voice's sound and timing noise (scales drawn from `seed`; onnxruntime draws
+    the noise itself, so each call differs). False turns the noise off: the same audio every call."""
     from piper import SynthesisConfig
 
     piper = _voice(voice)
     rng = np.random.default_rng(seed)
-    config = SynthesisConfig(length_scale=length_scale, noise_scale=float(rng.uniform(0.5, 0.8)),
-                             noise_w_scale=float(rng.uniform(0.6, 1.0)))
+    noise, noise_w = (float(rng.uniform(0.5, 0.8)), float(rng.uniform(0.6, 1.0))) if varied else (0.0, 0.0)
+    config = SynthesisConfig(length_scale=length_scale, noise_scale=noise, noise_w_scale=noise_w)
     pieces, aligned = [], []
     for chunk in piper.synthesize(text, config, include_alignments=True):
         if not chunk.phoneme_alignments:
