@@ -196,6 +196,8 @@ def _bench_engine(avatar: AvatarModel, quick: bool) -> dict:
     from studio.engine.sources import AudioDeviceError
 
     try:
+        # the studio's own share (capture callback -> mouth-open frame), then the same with a render per frame
+        figures.update(bench.speech_to_frame(trials=3 if quick else 20))
         with OffscreenRenderer(avatar, size=(640, 360)) as renderer:
             photon = bench.speech_to_frame(present=renderer.render, trials=3 if quick else 10)
     except AudioDeviceError as error:
