@@ -25,6 +25,7 @@ import numpy as np
 from studio.avatar.arkit import ARKIT_INDEX
 from studio.engine.face_model import FaceModel, default_model_path
 from studio.engine.features import LogMelExtractor
+from studio.speech.visemes import VISEME_INDEX
 
 DISPLAY_FPS = 60.0
 FEATURE_FPS = 100.0
@@ -313,6 +314,9 @@ def main() -> None:
 
 ROUNDED = ("mouthFunnel", "mouthPucker")
 ROUND_VISIBLE = 0.25  # funnel or pucker at least this, and half the target's own peak
+ROUND_CHANNELS = [ARKIT_INDEX[name] for name in ROUNDED]
+CLOSURE_VISEME = VISEME_INDEX["PP"]
+ROUNDED_VISEMES = {VISEME_INDEX["ou"], VISEME_INDEX["oh"]}
 PAUSE_MIN_FRAMES = 25  # pauses over 250 ms
 PAUSE_EDGE_FRAMES = 5  # the mouth may still be closing or opening 50 ms into or before a pause
 MAX_LAG_FRAMES = 10
@@ -343,15 +347,12 @@ def human_breakdown(model, clips, examples) -> dict:
     """Closures and rounded sounds of the human dev set by aligned phone and by speaker ("hits/intervals"):
     which sounds and voices the misses come from (a British GOAT vowel is rounded far less than the US
     dictionary's OW says, for one)."""
-    from studio.speech.visemes import VISEMES
-
-    closure, rounded = list(VISEMES).index("PP"), {list(VISEMES).index("ou"), list(VISEMES).index("oh")}
-    channels = [ARKIT_INDEX[n] for n in ROUNDED]
     tally: dict[str, list[int]] = {}
     for clip, example in zip(clips, examples):
         out = _predict(model, example)
-        kinds = (("closure", _closure_flags(out, example.viseme, closure)),
-                 ("rounding", _interval_flags(out, example.arkit, example.viseme, rounded, channels, ROUND_VISIBLE)))
+        kinds = (("closure", _closure_flags(out, example.viseme, CLOSURE_VISEME)),
+                 ("rounding", _interval_flags(out, example.arkit, example.viseme, ROUNDED_VISEMES, ROUND_CHANNELS,
+                                              ROUND_VISIBLE)))
         for kind, flags in kinds:
             for (start, stop), hit in flags:
                 middle = (start + stop) / 2 / FEATURE_FPS
@@ -366,21 +367,18 @@ def human_breakdown(model, clips, examples) -> dict:
 def articulation_metrics(model: FaceModel, examples) -> dict:
     """Per-class articulation on any labelled set: closure recall (±1 frame at 60 fps), rounding on UW/OW/W,
     open vowels, mouth at rest in pauses over 250 ms, and the lag that maximises the aperture correlation."""
-    from studio.speech.visemes import VISEMES, mouth_openness
+    from studio.speech.visemes import mouth_openness
 
-    closure = list(VISEMES).index("PP")
-    rounded = {list(VISEMES).index("ou"), list(VISEMES).index("oh")}
-    open_vowel = {list(VISEMES).index("aa")}
-    round_channels = [ARKIT_INDEX[n] for n in ROUNDED]
+    open_vowel = {VISEME_INDEX["aa"]}
     jaw = [ARKIT_INDEX["jawOpen"]]
     counts = dict.fromkeys(("closure_hit", "closure", "round_hit", "round", "open_hit", "open", "rest", "pause"), 0)
     pred_open, target_open = [], []
     for example in examples:
         out = _predict(model, example)
-        hits, total = closure_hits(out, example.viseme, closure)
+        hits, total = closure_hits(out, example.viseme, CLOSURE_VISEME)
         counts["closure_hit"] += hits
         counts["closure"] += total
-        hits, total = _interval_hits(out, example.arkit, example.viseme, rounded, round_channels, ROUND_VISIBLE)
+        hits, total = _interval_hits(out, example.arkit, example.viseme, ROUNDED_VISEMES, ROUND_CHANNELS, ROUND_VISIBLE)
         counts["round_hit"] += hits
         counts["round"] += total
         hits, total = _interval_hits(out, example.arkit, example.viseme, open_vowel, jaw, 0.2)

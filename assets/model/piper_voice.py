@@ -33,6 +33,7 @@ from functools import cache
 import numpy as np
 
 from studio.speech.espeak import Phoneme
+from studio.speech.visemes import SEGMENT_P_CLOSED_FRACTION
 
 PIPER_VOICES = ("joe",)
 P_CLOSURE_LEAD_S = 0.045
@@ -172,13 +173,14 @@ def synthesize(text: str, voice: str, length_scale: float = 1.0, seed: int = 0,
     for symbol, samples in group_phonemes(aligned):
         spans.append([symbol, start / rate, (start + samples) / rate])
         start += samples
-    phonemes = tuple(Phoneme(*span) for span in _place_p_closures(spans, _level_db(audio, rate)))
+    phonemes = tuple(Phoneme(*span) for span in _place_p_closures(spans, _level_db(audio, rate, _LEVEL_HOP_S)))
     _check_p_closures(audio, rate, phonemes, text)
     return audio, int(rate), phonemes
 
 
-def _level_db(audio: np.ndarray, rate: int) -> np.ndarray:
-    hop = int(rate * _LEVEL_HOP_S)
+def _level_db(audio: np.ndarray, rate: int, hop_s: float) -> np.ndarray:
+    """Mean power per `hop_s` frame, in dB."""
+    hop = int(rate * hop_s)
     frames = len(audio) // hop
     return 10 * np.log10(np.mean(audio[:frames * hop].reshape(frames, hop) ** 2, axis=1) + 1e-10)
 
@@ -195,7 +197,7 @@ def _place_p_closures(spans: list[list], level: np.ndarray) -> list[list]:
             current[1] -= lead
             continue
         start, burst = closure
-        end = start + (burst - start) / 0.55  # the segment rule then shuts the lips over [start, burst]
+        end = start + (burst - start) / SEGMENT_P_CLOSED_FRACTION  # the segment rule then shuts [start, burst]
         following = spans[index + 1] if index + 1 < len(spans) else None
         if following is not None:
             end = min(end, following[2] - 0.02)
@@ -226,16 +228,15 @@ def _measured_p_closure(p: list, earliest_s: float, level: np.ndarray) -> tuple[
 
 
 def _check_p_closures(audio: np.ndarray, rate: int, phonemes: tuple[Phoneme, ...], text: str) -> None:
-    hop = rate // 100
-    frames = len(audio) // hop
-    if not frames:
+    level = _level_db(audio, rate, 0.01)
+    if not len(level):
         raise PiperError(f"piper gave less than 10 ms of audio for {text!r}")
-    level = 10 * np.log10(np.mean(audio[:frames * hop].reshape(frames, hop) ** 2, axis=1) + 1e-10)
     loudest = float(level.max())
     for phoneme, following in zip(phonemes[:-1], phonemes[1:]):
         if phoneme.symbol != "p" or not following.symbol.startswith(_VOWEL_STARTS):
             continue  # before a consonant a /p/ may be unreleased and its closure run into the next sound
         first = int(phoneme.start_s * 100)
-        last = max(first + 1, int((phoneme.start_s + 0.55 * (phoneme.end_s - phoneme.start_s)) * 100) - 1)
+        shut_s = SEGMENT_P_CLOSED_FRACTION * (phoneme.end_s - phoneme.start_s)
+        last = max(first + 1, int((phoneme.start_s + shut_s) * 100) - 1)
         if float(np.median(level[first:last])) > loudest - P_CLOSURE_QUIET_DB:
             raise PiperError(f"piper /p/ at {phoneme.start_s:.3f} s in {text!r}: its closure is not quiet (QC)")
