@@ -320,6 +320,7 @@ ROUNDED_VISEMES = {VISEME_INDEX["ou"], VISEME_INDEX["oh"]}
 PAUSE_MIN_FRAMES = 25  # pauses over 250 ms
 PAUSE_EDGE_FRAMES = 5  # the mouth may still be closing or opening 50 ms into or before a pause
 MAX_LAG_FRAMES = 10
+ISSUE_ROUNDED_PHONES = ("UW", "OW", "W")  # CMU phones: the human dev set's rounding target is stated on these
 
 
 def _interval_hits(pred: np.ndarray, target: np.ndarray, classes: np.ndarray, wanted: set[int],
@@ -346,7 +347,8 @@ def _interval_flags(pred: np.ndarray, target: np.ndarray, classes: np.ndarray, w
 def human_breakdown(model, clips, examples) -> dict:
     """Closures and rounded sounds of the human dev set by aligned phone and by speaker ("hits/intervals"):
     which sounds and voices the misses come from (a British GOAT vowel is rounded far less than the US
-    dictionary's OW says, for one)."""
+    dictionary's OW says, for one). `rounding UW+OW+W` totals the phones the rounding target names; the
+    articulation table's rounding also counts the other sounds of the rounded visemes (AO, AW, OY)."""
     tally: dict[str, list[int]] = {}
     for clip, example in zip(clips, examples):
         out = _predict(model, example)
@@ -357,7 +359,10 @@ def human_breakdown(model, clips, examples) -> dict:
             for (start, stop), hit in flags:
                 middle = (start + stop) / 2 / FEATURE_FPS
                 phone = next((name for name, a, b in clip.phones if a <= middle < b), "?")
-                for key in (f"{kind} {phone}", f"{kind} {clip.speaker}"):
+                keys = [f"{kind} {phone}", f"{kind} {clip.speaker}"]
+                if kind == "rounding" and phone in ISSUE_ROUNDED_PHONES:
+                    keys.append("rounding " + "+".join(ISSUE_ROUNDED_PHONES))
+                for key in keys:
                     tally.setdefault(key, [0, 0])
                     tally[key][0] += hit
                     tally[key][1] += 1

@@ -51,6 +51,8 @@ def test_the_breakdown_names_each_closure_by_its_phone_and_speaker():
     clip = human_dev.DevClip(path, speaker, text, audio, human_dev.align(decoder, audio, text))
     model = ShapedModel(FaceModel("fp32"), centred=False)
     breakdown = human_breakdown(model, [clip], human_dev.to_examples([clip]))
-    assert set(breakdown) == {"closure P", "closure ktuberling/en", "rounding OW", "rounding ktuberling/en"}
+    assert set(breakdown) == {"closure P", "closure ktuberling/en", "rounding OW", "rounding ktuberling/en",
+                              "rounding UW+OW+W"}
     assert breakdown["closure P"] == breakdown["closure ktuberling/en"] and breakdown["closure P"].endswith("/2")
     assert breakdown["rounding OW"] == breakdown["rounding ktuberling/en"] and breakdown["rounding OW"].endswith("/1")
+    assert breakdown["rounding UW+OW+W"] == breakdown["rounding OW"]
