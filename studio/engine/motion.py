@@ -13,6 +13,7 @@ in the parent's rest frame, so the default avatar's T-pose needs a "relaxed arms
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -24,6 +25,13 @@ from studio.engine.hands import HandMotion
 
 HOP_S = 0.01
 AUDIBLE_DB = -50.0  # below this a hop counts as silence
+# ... and so does a hop less than ABOVE_FLOOR_DB above the room's noise floor: the quietest 20 ms level of the
+# last NOISE_FLOOR_WINDOW_HOPS (a minimum tracker: it finds the floor in the first pause, even one between
+# syllables). For its first FLOOR_SETTLE_HOPS a stream has no floor yet and only AUDIBLE_DB applies, so a
+# recording that starts in the middle of a word is not gated shut.
+ABOVE_FLOOR_DB = 10.0
+NOISE_FLOOR_WINDOW_HOPS = 200
+FLOOR_SETTLE_HOPS = 20
 
 # Relaxed A-pose: upper arms ~66 degrees down from the T-pose, elbows a little bent forward.
 SHOULDER_DOWN_RAD = math.radians(66.0)
@@ -71,6 +79,7 @@ class Prosody:
     voiced: bool = False
     speaking: float = 0.0  # 0..1 voice activity
     level_db: float = -120.0  # absolute loudness, dBFS over the last 20 ms
+    audible: bool = False  # above AUDIBLE_DB and ABOVE_FLOOR_DB over the noise floor: sound, not the room
 
 
 SILENCE = Prosody()
@@ -699,26 +708,28 @@ class ProsodyTracker:
         self._log_f0_median = math.log(150.0)
         self._hops_seen = 0
         self._held_pitch = (0, 0.0)  # (lag, clarity) of the last pitch measurement; lag 0: none
+        # (hop, level_db): the noise floor's candidates, first a stand-in that expires after FLOOR_SETTLE_HOPS
+        self._quietest = deque([(FLOOR_SETTLE_HOPS - NOISE_FLOOR_WINDOW_HOPS, AUDIBLE_DB - ABOVE_FLOOR_DB)])
 
     def push(self, samples: np.ndarray, speaking: np.ndarray | None = None) -> list[Prosody]:
         """Prosody for every complete hop in the samples so far; `speaking` gives voice activity per hop."""
-        energy, pitch, voiced, levels = self.push_arrays(samples)
         out = []
-        for i, (hop_energy, hop_pitch, hop_voiced, level_db) in enumerate(zip(energy, pitch, voiced, levels)):
+        for i, (hop_energy, hop_pitch, hop_voiced, level_db, heard) in enumerate(zip(*self.push_arrays(samples))):
             vad = None if speaking is None or i >= len(speaking) else float(speaking[i])
             out.append(Prosody(energy=hop_energy, pitch=hop_pitch, voiced=hop_voiced,
-                               speaking=vad if vad is not None else float(hop_energy > 0.15), level_db=level_db))
+                               speaking=vad if vad is not None else float(hop_energy > 0.15), level_db=level_db,
+                               audible=heard))
         return out
 
-    def push_arrays(self, samples: np.ndarray) -> tuple[list[float], list[float], list[bool], list[float]]:
+    def push_arrays(self, samples: np.ndarray) -> tuple[list[float], list[float], list[bool], list[float], list[bool]]:
         """As `push`, without the Prosody objects (an offline analysis of hours makes millions):
-        per complete hop, the lists energy, pitch, voiced and level_db."""
+        per complete hop, the lists energy, pitch, voiced, level_db and audible."""
         data = np.concatenate([self._history, self._pending, np.asarray(samples, np.float64)])
         hops = (len(data) - len(self._history)) // self.hop
         end = len(self._history) + hops * self.hop
         self._pending = data[end:]
         if hops == 0:
-            return [], [], [], []
+            return [], [], [], [], []
         self._history = data[end - len(self._history):end]
         # the overlapping windows as a strided view: the mean removal below makes the one copy
         frames = (data[None, :self.WINDOW] if hops == 1
@@ -741,9 +752,16 @@ class ProsodyTracker:
             peaks = search[np.arange(len(measured)), best].tolist()
             for hop, lag, power, peak in zip(measured, best.tolist(), corr[:, 0].tolist(), peaks):
                 pitches[hop] = (self.min_lag + lag, peak / power if power > 0 else 0.0)
-        energies, pitches_out, voiced_out = [], [], []
+        energies, pitches_out, voiced_out, heard_out = [], [], [], []
         peak_db, median, held, seen = self._peak_db, self._log_f0_median, self._held_pitch, self._hops_seen
+        quietest = self._quietest
         for i, level_db in enumerate(levels):  # plain floats: this runs 100 times per second of audio
+            while quietest and quietest[-1][1] >= level_db:  # a sliding minimum: levels ascend in the deque
+                quietest.pop()
+            quietest.append((seen + i, level_db))
+            if quietest[0][0] <= seen + i - NOISE_FLOOR_WINDOW_HOPS:
+                quietest.popleft()
+            heard_out.append(level_db > AUDIBLE_DB and level_db > quietest[0][1] + ABOVE_FLOOR_DB)
             fresh = (seen + i) % self.PITCH_EVERY == 0
             if fresh:
                 held = pitches.get(i, (0, 0.0))
@@ -764,4 +782,4 @@ class ProsodyTracker:
             voiced_out.append(voiced)
         self._peak_db, self._log_f0_median, self._held_pitch = peak_db, median, held
         self._hops_seen += hops
-        return energies, pitches_out, voiced_out, levels
+        return energies, pitches_out, voiced_out, levels, heard_out

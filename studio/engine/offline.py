@@ -17,7 +17,6 @@ import numpy as np
 from studio.avatar.arkit import ARKIT_NAMES, NUM_ARKIT
 from studio.engine.features import LogMelExtractor, resample
 from studio.engine.motion import (
-    AUDIBLE_DB,
     HOP_S,
     SILENCE,
     MotionGenerator,
@@ -130,7 +129,7 @@ class StreamingAnalysis:
         self._face_start = 0  # hop index of the first kept model output
         self._face: list[np.ndarray] = [np.zeros((0, NUM_ARKIT), np.float32), np.zeros((0, 15), np.float32),
                                         np.zeros(0, np.float32)]
-        self._prosody = np.zeros((0, 4))  # per hop: energy, pitch, voiced, level_db
+        self._prosody = np.zeros((0, 5))  # per hop: energy, pitch, voiced, level_db, audible
         self._prosody_start = 0
         self._hop_start = 0  # hop index of the first kept finished hop
         self._hop_arkit = np.zeros((0, NUM_ARKIT), np.float32)  # gated mouth per hop
@@ -166,7 +165,7 @@ class StreamingAnalysis:
         if len(features):
             self._last_features = features[-1:]
             self._model_step(features)
-        hops = np.array(self.prosody.push_arrays(samples), np.float64).T  # energy, pitch, voiced, level_db
+        hops = np.array(self.prosody.push_arrays(samples), np.float64).T  # energy, pitch, voiced, level_db, audible
         if len(hops):
             self._prosody = np.concatenate([self._prosody, hops])
 
@@ -191,7 +190,7 @@ class StreamingAnalysis:
             return
         count = end - self._hops_done
         # a hop is heard when any hop from LOOK_BEHIND before to LOOK_AHEAD after it is loud (none past the end)
-        loud_so_far = np.concatenate([[0], np.cumsum(self._prosody[:, 3] > AUDIBLE_DB)])
+        loud_so_far = np.concatenate([[0], np.cumsum(self._prosody[:, 4] > 0)])
         at = np.arange(self._hops_done, end) - self._prosody_start
         low = np.clip(at - MouthGate.LOOK_BEHIND, 0, len(self._prosody))
         high = np.clip(at + MouthGate.LOOK_AHEAD + 1, 0, len(self._prosody))
@@ -231,7 +230,7 @@ class StreamingAnalysis:
         voice = self._hop_voice[li] * (1 - w[:, 0]) + self._hop_voice[lj] * w[:, 0]
         visemes = self._hop_visemes[np.where(w[:, 0] < 0.5, li, lj)]
         nearest = np.minimum(np.rint(position).astype(np.int64), last_hop) - self._prosody_start
-        silence = (SILENCE.energy, SILENCE.pitch, SILENCE.voiced, SILENCE.level_db)
+        silence = (SILENCE.energy, SILENCE.pitch, SILENCE.voiced, SILENCE.level_db, SILENCE.audible)
         prosody = np.concatenate([self._prosody, [silence]])[np.minimum(nearest, len(self._prosody))]
         if self.face_only:  # only the eyes reach a CSV: the cheap block path, the body at rest
             eyes = self.motion.eye_weights_block(times, prosody[:, 0], prosody[:, 1], prosody[:, 2] > 0, voice)
@@ -241,10 +240,10 @@ class StreamingAnalysis:
             poses = np.empty((count, 55, 3), np.float32)
             transl = np.empty((count, 3), np.float32)
             eyes = np.empty((count, NUM_ARKIT), np.float32)
-            for k, (energy, pitch, voiced, level_db) in enumerate(prosody.tolist()):
+            for k, (energy, pitch, voiced, level_db, heard) in enumerate(prosody.tolist()):
                 # motion at the output rate: it only steers head, body and eyes
                 frame = self.motion.step(float(times[k]), Prosody(energy, pitch, bool(voiced), float(voice[k]),
-                                                                  level_db))
+                                                                  level_db, bool(heard)))
                 poses[k], transl[k], eyes[k] = frame.pose, frame.transl, frame.eye_weights
         self._frames_done += count
         return FrameBlock(first, times, lay_eyes(arkit, eyes), poses, transl, visemes, voice.astype(np.float32))
@@ -305,8 +304,7 @@ def _gated_motion(arkit_hops: np.ndarray, voice_hops: np.ndarray, prosodies: lis
     motion = MotionGenerator(style)
     gate = MouthGate(opened=not gate_mouth)
     n = len(arkit_hops)
-    levels = np.array([p.level_db for p in prosodies] + [-np.inf] * (MouthGate.LOOK_AHEAD + 1))
-    loud = levels > AUDIBLE_DB
+    loud = np.array([p.audible for p in prosodies] + [False] * (MouthGate.LOOK_AHEAD + 1))
     audible = np.zeros(n, bool)
     for k in range(-MouthGate.LOOK_BEHIND, MouthGate.LOOK_AHEAD + 1):  # any audible hop nearby
         audible[max(0, -k):] |= loud[max(0, k):max(0, k) + n - max(0, -k)]
@@ -321,7 +319,7 @@ def _gated_motion(arkit_hops: np.ndarray, voice_hops: np.ndarray, prosodies: lis
             gates[i] = gate.step(heard)
             voice_out[i] *= gates[i]
         frame = motion.step(i * HOP_S, Prosody(prosody.energy, prosody.pitch, prosody.voiced, float(voice_out[i]),
-                                               prosody.level_db))
+                                               prosody.level_db, prosody.audible))
         poses[i], transl[i], eyes[i] = frame.pose, frame.transl, frame.eye_weights
     arkit = np.clip(np.asarray(arkit_hops, np.float32), 0.0, 1.0)
     arkit[:, MOUTH_CHANNELS] *= gates[:, None]

@@ -25,7 +25,6 @@ from studio.engine.anchor import AnchorStage, SpatialAnchor
 from studio.engine.features import LogMelExtractor
 from studio.engine.monitor import MAX_DELAY_S, VoiceMonitor
 from studio.engine.motion import (
-    AUDIBLE_DB,
     HOP_S,
     SILENCE,
     MotionGenerator,
@@ -641,7 +640,7 @@ class Engine:
         prosody = self._prosody_at(hop.index)
         t0 = time.perf_counter()
         if self._track is None:  # the model's mouth is gated shut in silence (it may murmur on noise)
-            audible = any(self._prosody_at(hop.index + k).level_db > AUDIBLE_DB
+            audible = any(self._prosody_at(hop.index + k).audible
                           for k in range(-MouthGate.LOOK_BEHIND, MouthGate.LOOK_AHEAD + 1))
             gate = self._gate.step(audible)
             voice = hop.voice * gate
@@ -653,7 +652,7 @@ class Engine:
         if gate < 1.0:
             arkit[MOUTH_CHANNELS] *= gate
         motion = self._motion_at(hop.index, media, Prosody(prosody.energy, prosody.pitch, prosody.voiced,
-                                                            max(voice, 0.0), prosody.level_db))
+                                                            max(voice, 0.0), prosody.level_db, prosody.audible))
         t1 = time.perf_counter()
         frame_index = self._frame_index(hop.index)
         if frame_index == self._last_emitted_frame_index or not shown:

@@ -8,7 +8,9 @@ import pytest
 from studio.avatar.skeleton import JOINT_INDEX
 from studio.avatar.skinning import batch_rodrigues
 from studio.engine.motion import (
+    AUDIBLE_DB,
     EYE_LOOK_FULL_RAD,
+    FLOOR_SETTLE_HOPS,
     IdleMotion,
     MotionGenerator,
     MotionStyle,
@@ -123,6 +125,32 @@ def test_gaze_travels_in_the_eye_look_weights_and_the_eye_joints_stay_at_rest():
         yaws.append(yaw)
         assert abs(yaw) <= EYE_LOOK_FULL_RAD and abs(pitch) <= EYE_LOOK_FULL_RAD
     assert np.ptp(yaws) > 0.05  # the eyes do move
+
+
+def test_prosody_tracker_hears_speech_over_a_noisy_room_but_not_the_room():
+    sr = 16000
+    room = 10 ** (-35 / 20) * np.random.default_rng(0).standard_normal(4 * sr)  # a fan, above the absolute -50 dBFS
+    t = np.arange(4 * sr) / sr
+    word = (t >= 2.0) & (t < 2.5)
+    prosody = ProsodyTracker().push(room + word * 0.3 * np.sin(2 * np.pi * 150 * t))
+    hop = np.arange(len(prosody)) * 0.01
+    settled = hop >= FLOOR_SETTLE_HOPS * 0.01
+    assert all(prosody[i].audible for i in np.flatnonzero((hop >= 2.03) & (hop < 2.5)))  # the 20 ms window fills
+    assert not any(prosody[i].audible for i in np.flatnonzero(settled & ((hop < 2.0) | (hop >= 2.53))))
+    assert all(p.level_db > AUDIBLE_DB for p in prosody[2:])  # the absolute threshold alone hears the fan
+    assert all(p.audible for p in prosody[2:FLOOR_SETTLE_HOPS])  # ... and is all there is before the floor settles
+
+
+def test_a_stream_that_starts_mid_word_is_heard_and_then_finds_its_floor():
+    sr = 16000
+    t = np.arange(2 * sr) / sr
+    syllables = np.where(np.sin(2 * np.pi * 4 * t) > 0, 0.3, 0.003) * np.sin(2 * np.pi * 150 * t) * (t < 1.0)
+    room = 10 ** (-48 / 20) * np.random.default_rng(1).standard_normal(2 * sr)
+    prosody = ProsodyTracker().push(syllables + room)
+    peaks = [i for i in range(len(prosody)) if i < 100 and np.sin(2 * np.pi * 4 * (i + 0.5) / 100) > 0.3]
+    assert all(prosody[i].audible for i in peaks)  # every syllable, the first ones before any pause too
+    assert not any(p.audible for p in prosody[103:])  # the room after the word, above the absolute -50 dBFS
+    assert all(p.level_db > AUDIBLE_DB for p in prosody[103:])
 
 
 def test_prosody_does_not_depend_on_how_the_audio_is_chunked():
