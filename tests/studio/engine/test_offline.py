@@ -32,6 +32,18 @@ def test_audio_frames_are_on_media_time_and_silence_is_at_rest(tmp_path):
     assert np.median(openness[(times > 0.75) & (times < 1.5)]) > 0.15
 
 
+@pytest.mark.parametrize("face_only", [False, True])
+def test_in_a_noisy_room_the_mouth_rests_around_a_word(face_only):
+    audio = (0.018 * np.random.default_rng(5).standard_normal(3 * SR)).astype(np.float32)  # -35 dBFS: a fan
+    audio[SR:SR * 3 // 2] += vowel(0.5)
+    blocks = list(stream_frame_blocks(audio, fps=100, sample_rate=SR, face_only=face_only))
+    times = np.concatenate([b.times for b in blocks])
+    openness = mouth_openness(np.concatenate([b.arkit for b in blocks]))
+    room = ((times > 0.5) & (times < 0.95)) | (times > 1.8)  # the gate opens 3 hops ahead of a sound offline
+    assert np.all(openness[room] < 0.01)
+    assert np.all(openness[(times > 1.05) & (times < 1.45)] > 0.1)
+
+
 @pytest.mark.parametrize("name,make", [
     ("silence", lambda: np.zeros(SR, np.float32)),
     ("clipping", lambda: np.clip(silence_vowel_silence() * 20, -1, 1)),

@@ -9,7 +9,7 @@ import soundfile
 from studio.engine.bench import HopFeeder
 from studio.engine.face_model import FaceModel
 from studio.engine.features import LogMelExtractor
-from studio.engine.motion import HOP_S
+from studio.engine.motion import FLOOR_SETTLE_HOPS, HOP_S
 from studio.engine.pipeline import HOP, Engine, FrameQueue, LatestFrameSlot
 from studio.engine.sources import ENGINE_RATE, AudioSource, FileSource, MicrophoneSource, TextSource
 from studio.frame import FrameState
@@ -122,6 +122,25 @@ def test_the_mouth_stays_shut_on_low_noise_and_the_gate_is_open_by_the_first_hop
     assert mouth_openness(np.clip(alone.arkit[:onset - 2], 0.0, 1.0)).max() > 0.04  # the model murmurs on noise
     assert max(mouth_openness(frames[i].arkit) for i in range(onset - 2)) < 0.01  # the gate holds the mouth shut
     # the face model hears the onset only one hop ahead: the gate must be (nearly) open on the onset hop itself
+    for i in (onset, onset + 1):
+        assert frames[i].voice_activity >= 0.9 * alone.voice_activity[i], i
+
+
+def test_in_a_noisy_room_the_mouth_rests_around_a_word_and_opens_on_it():
+    room = (0.018 * np.random.default_rng(4).standard_normal(3 * ENGINE_RATE)).astype(np.float32)  # -35 dBFS: a fan
+    audio = room.copy()
+    audio[ENGINE_RATE:ENGINE_RATE * 3 // 2] += vowel(0.5)
+    alone = FaceModel("fp32").run_offline(LogMelExtractor().compute(audio))  # the model, ungated
+    engine = Engine(HopFeeder(audio))
+    queue = engine.subscribe(10_000)
+    while not engine.source.finished:
+        engine.run_once()
+    frames = {round((f.media_time_s - engine.source_start_media_s) / HOP_S): f for f in queue.drain()}
+    onset, end = ENGINE_RATE // HOP, ENGINE_RATE * 3 // 2 // HOP
+    room_only = [*range(FLOOR_SETTLE_HOPS + 30, onset - 2), *range(end + 30, max(frames))]
+    assert mouth_openness(np.clip(alone.arkit[room_only], 0.0, 1.0)).max() > 0.04  # the model murmurs on the fan
+    assert max(mouth_openness(frames[i].arkit) for i in room_only) < 0.01  # the gate holds the mouth shut
+    assert min(mouth_openness(frames[i].arkit) for i in range(onset + 5, end - 5)) > 0.1  # and lets the word through
     for i in (onset, onset + 1):
         assert frames[i].voice_activity >= 0.9 * alone.voice_activity[i], i
 
