@@ -332,11 +332,20 @@ def _band_limit(audio: np.ndarray, rate: int, low_hz: float, high_hz: float) -> 
     return np.fft.irfft(spectrum, len(audio))
 
 
-def _pink_noise(length: int, rng: np.random.Generator) -> np.ndarray:
+def pink_noise(length: int, rng: np.random.Generator) -> np.ndarray:
+    """Unit-variance 1/f noise: the spectrum of fans, traffic and room hum more than white noise is."""
     spectrum = np.fft.rfft(rng.standard_normal(length))
     spectrum /= np.sqrt(np.maximum(np.arange(len(spectrum)), 1))
     noise = np.fft.irfft(spectrum, length)
     return noise / (noise.std() + 1e-12)
+
+
+def mix_noise(signal: np.ndarray, noise: np.ndarray, snr_db: float) -> np.ndarray:
+    """`signal` plus unit-variance `noise` scaled to `snr_db` below the signal's active power (its samples
+    above 1 % of its peak: a pause does not dilute the speech it is measured against)."""
+    active = np.abs(signal) > 0.01 * (np.abs(signal).max() + 1e-12)
+    power = np.mean(signal[active] ** 2) if active.any() else np.mean(signal**2)
+    return signal + noise * np.sqrt(power / 10 ** (snr_db / 10.0))
 
 
 def _reverb(audio: np.ndarray, rng: np.random.Generator, rate: int) -> np.ndarray:
@@ -395,9 +404,6 @@ def augment(audio: np.ndarray, rng: np.random.Generator, sample_rate: int = SAMP
     if rng.random() < 0.2:
         signal = signal + rng.uniform(-0.02, 0.02)
     if rng.random() < 0.6:
-        active = np.abs(signal) > 0.01 * (np.abs(signal).max() + 1e-12)
-        power = np.mean(signal[active] ** 2) if active.any() else np.mean(signal**2)
-        noise = rng.standard_normal(length) if rng.random() < 0.5 else _pink_noise(length, rng)
-        snr_db = rng.uniform(10.0, 40.0)
-        signal = signal + noise * np.sqrt(power / 10 ** (snr_db / 10.0))
+        noise = rng.standard_normal(length) if rng.random() < 0.5 else pink_noise(length, rng)
+        signal = mix_noise(signal, noise, rng.uniform(10.0, 40.0))
     return np.clip(signal, -1.0, 1.0).astype(np.float32)

@@ -191,9 +191,9 @@ def _markdown(results: dict) -> str:
         if not isinstance(value, dict):
             lines.append(f"| {key} | {value} |")
     articulation = results.get("articulation") or {}
+    keys = ("closure_recall_pct", "rounding_recall_pct", "open_vowel_recall_pct", "pause_mouth_at_rest_pct",
+            "aperture_lag_ms")
     if articulation:
-        keys = ("closure_recall_pct", "rounding_recall_pct", "open_vowel_recall_pct", "pause_mouth_at_rest_pct",
-                "aperture_lag_ms")
         lines += ["", "## articulation: synthetic held-out / human dev / human dev through a telephone band "
                   "(as shown: mouth shaper on)", "",
                   "| model, path | " + " | ".join(keys) + " |", "| --- |" + " --- |" * len(keys)]
@@ -201,6 +201,11 @@ def _markdown(results: dict) -> str:
             human, telephone = sets.get("human") or {}, sets.get("human_telephone") or {}
             cells = [f"{sets['synthetic'].get(k)} / {human.get(k, '—')} / {telephone.get(k, '—')}" for k in keys]
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    rooms = results.get("lipsync_human_dev_by_level_and_room") or {}
+    if rooms:
+        lines += ["", "## lipsync on the human dev set at other levels and in room noise (silence gate on)", "",
+                  "| condition | " + " | ".join(keys) + " |", "| --- |" + " --- |" * len(keys)]
+        lines += [f"| {name} | " + " | ".join(str(cells.get(k)) for k in keys) + " |" for name, cells in rooms.items()]
     for section in ("per_class", "training", "human_dev_set", "human_dev_by_phone_and_speaker"):
         if isinstance(results.get(section), dict):
             lines += ["", f"## {section.replace('_', ' ')}", "", "| key | value |", "| --- | --- |"]
@@ -273,6 +278,21 @@ def articulation_report(paths: dict, synthetic, human, human_telephone=()) -> di
     return report
 
 
+ROOM_CONDITIONS = (("10 dB hotter", 10.0, None), ("20 dB hotter", 20.0, None),
+                   ("room noise 20 dB below the speech", 0.0, 20.0), ("room noise 10 dB below the speech", 0.0, 10.0))
+
+
+def room_report(pipeline: LipsyncPipeline, clips, recorded) -> dict:
+    """What `lipsync` writes from the human dev set as recorded, through a hotter microphone gain and in a
+    noisy room (`ROOM_CONDITIONS`): a user's level and room decide whether the mouth rests in pauses."""
+    from assets.model import human_dev
+
+    report = {"as recorded": articulation_metrics(pipeline, recorded)}
+    for name, gain_db, snr_db in ROOM_CONDITIONS:
+        report[name] = articulation_metrics(pipeline, human_dev.to_examples(clips, gain_db=gain_db, snr_db=snr_db))
+    return report
+
+
 def evaluate_and_report(paths: dict, report_md: Path, training: dict | None = None, tiny: bool = False) -> dict:
     """Quality + cost for the given model files; writes report_md and the .json beside it."""
     results = evaluate_quality(paths, n_utterances=6 if tiny else 60)
@@ -293,6 +313,9 @@ def evaluate_and_report(paths: dict, report_md: Path, training: dict | None = No
     if human and "fp32" in _model_paths(paths):
         live = ShapedModel(FaceModel("fp32", path=_model_paths(paths)["fp32"]), centred=False)
         results["human_dev_by_phone_and_speaker"] = human_breakdown(live, clips, human)
+        variant = "offline" if "offline" in _model_paths(paths) else "fp32"
+        pipeline = LipsyncPipeline(variant, _model_paths(paths)[variant])
+        results["lipsync_human_dev_by_level_and_room"] = room_report(pipeline, clips, human)
     if training:
         results["training"] = training
         results["train_s"] = training.get("train_s")

@@ -128,22 +128,29 @@ def load_dev_set(log=print) -> tuple[list[DevClip], dict]:
     return clips, summary
 
 
-def to_examples(clips: list[DevClip], telephone: bool = False):
+def to_examples(clips: list[DevClip], telephone: bool = False, gain_db: float = 0.0, snr_db: float | None = None):
     """train.Example per clip: features, and targets from the aligned phones (festival-style segments).
 
-    `telephone`: the same clips as a phone line carries them (band-limited via 8 kHz, μ-law coded), so the
-    report shows how the model holds up on narrow-band speech (calls, voicemail, cheap headsets)."""
-    from assets.model.corpus import _festival_phonemes, telephone_band
+    The same clips as users' setups give them, so the report shows how the model holds up there:
+    `telephone`: as a phone line carries them (band-limited via 8 kHz, μ-law coded: calls, voicemail, cheap
+    headsets); `gain_db`: through a hotter microphone gain (clipped at full scale); `snr_db`: in a room whose
+    pink noise sits that far below the speech (the same noise for a clip on every run)."""
+    from assets.model.corpus import _festival_phonemes, mix_noise, pink_noise, telephone_band
     from assets.model.train import utterance_to_example
     from studio.engine.features import LogMelExtractor
     from studio.speech.visemes import phoneme_track
 
     extractor = LogMelExtractor()
     examples = []
-    for clip in clips:
+    for index, clip in enumerate(clips):
         segments = [(name.lower() if name != "SIL" else "pau", end) for name, _, end in clip.phones]
         phonemes = _festival_phonemes(segments)
         targets = phoneme_track(phonemes, len(clip.audio) / SAMPLE_RATE, 100.0, timing="segment")
-        audio = telephone_band(clip.audio, SAMPLE_RATE, mu_law=True).astype(np.float32) if telephone else clip.audio
+        audio = telephone_band(clip.audio, SAMPLE_RATE, mu_law=True) if telephone else clip.audio
+        if snr_db is not None:
+            audio = mix_noise(audio, pink_noise(len(audio), np.random.default_rng(index)), snr_db)
+        if gain_db:
+            audio = np.clip(audio * 10 ** (gain_db / 20.0), -1.0, 1.0)
+        audio = np.asarray(audio, np.float32)
         examples.append(utterance_to_example(audio, targets, extractor, keep_audio=True))
     return examples

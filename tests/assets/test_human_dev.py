@@ -56,3 +56,21 @@ def test_the_breakdown_names_each_closure_by_its_phone_and_speaker():
     assert breakdown["closure P"] == breakdown["closure ktuberling/en"] and breakdown["closure P"].endswith("/2")
     assert breakdown["rounding OW"] == breakdown["rounding ktuberling/en"] and breakdown["rounding OW"].endswith("/1")
     assert breakdown["rounding UW+OW+W"] == breakdown["rounding OW"]
+
+
+def test_the_dev_set_can_be_heard_through_a_hotter_microphone_and_in_a_noisy_room():
+    decoder = Decoder(samprate=human_dev.SAMPLE_RATE, loglevel="FATAL")
+    speaker, path, text, _ = _recording("ktuberling/en/umbrella.ogg")
+    audio = human_dev._decode(path)
+    clip = human_dev.DevClip(path, speaker, text, audio, human_dev.align(decoder, audio, text))
+    recorded, hotter, noisy = (human_dev.to_examples([clip], **room)[0]
+                               for room in ({}, {"gain_db": 20.0}, {"snr_db": 10.0}))
+    loud = np.abs(recorded.audio) * 10 >= 1.0
+    assert loud.any() and np.all(np.abs(hotter.audio[loud]) == 1.0)  # clipped at full scale
+    np.testing.assert_allclose(hotter.audio[~loud], recorded.audio[~loud] * 10, rtol=1e-5, atol=1e-7)
+    hops = np.arange(len(audio)) // (human_dev.SAMPLE_RATE // 100)
+    pause = (recorded.voice_active < 0.5)[np.minimum(hops, len(recorded.voice_active) - 1)]
+    rise_db = 10 * np.log10(np.mean(noisy.audio[pause] ** 2) / np.mean(recorded.audio[pause] ** 2))
+    assert rise_db > 6  # the room fills the pauses
+    assert np.array_equal(human_dev.to_examples([clip], snr_db=10.0)[0].audio, noisy.audio)  # the same room each run
+    assert np.array_equal(noisy.viseme, recorded.viseme)  # the labels stay the clip's
