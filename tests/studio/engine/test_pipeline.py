@@ -108,16 +108,21 @@ def test_idle_engine_animates_with_the_mouth_at_rest():
     assert len({f.pose.tobytes() for f in frames}) > 1  # breathing, not frozen
 
 
-def test_the_mouth_stays_shut_on_low_noise_and_the_gate_is_open_by_the_first_hop_of_speech():
-    rng = np.random.default_rng(3)
-    noise = (0.001 * rng.standard_normal(ENGINE_RATE)).astype(np.float32)  # -60 dBFS: a quiet room
-    audio = np.concatenate([noise, vowel(0.5) + noise[:ENGINE_RATE // 2]])
-    alone = FaceModel("fp32").run_offline(LogMelExtractor().compute(audio))  # the model, ungated
+def _ungated_and_engine_frames(audio: np.ndarray):
+    """The face model's own output for `audio` (no gate) and the engine's frames for it, by hop index."""
+    alone = FaceModel("fp32").run_offline(LogMelExtractor().compute(audio))
     engine = Engine(HopFeeder(audio))
     queue = engine.subscribe(10_000)
     while not engine.source.finished:
         engine.run_once()
-    frames = {round((f.media_time_s - engine.source_start_media_s) / HOP_S): f for f in queue.drain()}
+    return alone, {round((f.media_time_s - engine.source_start_media_s) / HOP_S): f for f in queue.drain()}
+
+
+def test_the_mouth_stays_shut_on_low_noise_and_the_gate_is_open_by_the_first_hop_of_speech():
+    rng = np.random.default_rng(3)
+    noise = (0.001 * rng.standard_normal(ENGINE_RATE)).astype(np.float32)  # -60 dBFS: a quiet room
+    audio = np.concatenate([noise, vowel(0.5) + noise[:ENGINE_RATE // 2]])
+    alone, frames = _ungated_and_engine_frames(audio)
     onset = ENGINE_RATE // HOP  # the first hop with the vowel in it
     assert mouth_openness(np.clip(alone.arkit[:onset - 2], 0.0, 1.0)).max() > 0.04  # the model murmurs on noise
     assert max(mouth_openness(frames[i].arkit) for i in range(onset - 2)) < 0.01  # the gate holds the mouth shut
@@ -130,12 +135,7 @@ def test_in_a_noisy_room_the_mouth_rests_around_a_word_and_opens_on_it():
     room = (0.018 * np.random.default_rng(4).standard_normal(3 * ENGINE_RATE)).astype(np.float32)  # -35 dBFS: a fan
     audio = room.copy()
     audio[ENGINE_RATE:ENGINE_RATE * 3 // 2] += vowel(0.5)
-    alone = FaceModel("fp32").run_offline(LogMelExtractor().compute(audio))  # the model, ungated
-    engine = Engine(HopFeeder(audio))
-    queue = engine.subscribe(10_000)
-    while not engine.source.finished:
-        engine.run_once()
-    frames = {round((f.media_time_s - engine.source_start_media_s) / HOP_S): f for f in queue.drain()}
+    alone, frames = _ungated_and_engine_frames(audio)
     onset, end = ENGINE_RATE // HOP, ENGINE_RATE * 3 // 2 // HOP
     room_only = [*range(FLOOR_SETTLE_HOPS + 30, onset - 2), *range(end + 30, max(frames))]
     assert mouth_openness(np.clip(alone.arkit[room_only], 0.0, 1.0)).max() > 0.04  # the model murmurs on the fan
