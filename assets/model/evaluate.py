@@ -271,23 +271,30 @@ def articulation_report(paths: dict, synthetic, human, human_telephone=()) -> di
         modes = (("full_context", True),) if variant == "offline" else (("live", False), ("offline", True))
         for mode, centred in modes:
             report[f"{variant}_{mode}"] = on_each_set(ShapedModel(model, centred))
+    pipeline = _lipsync_pipeline(paths)
+    if pipeline is not None:
+        report["lipsync"] = on_each_set(pipeline)
+    return report
+
+
+def _lipsync_pipeline(paths: dict) -> LipsyncPipeline | None:
+    """What `lipsync` runs for these models: the full-context model where given, else the live fp32 one."""
     models = _model_paths(paths)
     variant = "offline" if "offline" in models else "fp32"
-    if variant in models:
-        report["lipsync"] = on_each_set(LipsyncPipeline(variant, models[variant]))
-    return report
+    return LipsyncPipeline(variant, models[variant]) if variant in models else None
 
 
 ROOM_CONDITIONS = (("10 dB hotter", 10.0, None), ("20 dB hotter", 20.0, None),
                    ("room noise 20 dB below the speech", 0.0, 20.0), ("room noise 10 dB below the speech", 0.0, 10.0))
 
 
-def room_report(pipeline: LipsyncPipeline, clips, recorded) -> dict:
-    """What `lipsync` writes from the human dev set as recorded, through a hotter microphone gain and in a
-    noisy room (`ROOM_CONDITIONS`): a user's level and room decide whether the mouth rests in pauses."""
+def room_report(pipeline: LipsyncPipeline, clips, as_recorded: dict) -> dict:
+    """What `lipsync` writes from the human dev set through a hotter microphone gain and in a noisy room
+    (`ROOM_CONDITIONS`), after `as_recorded` (its articulation on the clips as they are, already measured):
+    a user's level and room decide whether the mouth rests in pauses."""
     from assets.model import human_dev
 
-    report = {"as recorded": articulation_metrics(pipeline, recorded)}
+    report = {"as recorded": as_recorded}
     for name, gain_db, snr_db in ROOM_CONDITIONS:
         report[name] = articulation_metrics(pipeline, human_dev.to_examples(clips, gain_db=gain_db, snr_db=snr_db))
     return report
@@ -313,9 +320,8 @@ def evaluate_and_report(paths: dict, report_md: Path, training: dict | None = No
     if human and "fp32" in _model_paths(paths):
         live = ShapedModel(FaceModel("fp32", path=_model_paths(paths)["fp32"]), centred=False)
         results["human_dev_by_phone_and_speaker"] = human_breakdown(live, clips, human)
-        variant = "offline" if "offline" in _model_paths(paths) else "fp32"
-        pipeline = LipsyncPipeline(variant, _model_paths(paths)[variant])
-        results["lipsync_human_dev_by_level_and_room"] = room_report(pipeline, clips, human)
+        results["lipsync_human_dev_by_level_and_room"] = room_report(
+            _lipsync_pipeline(paths), clips, results["articulation"]["lipsync"]["human"])
     if training:
         results["training"] = training
         results["train_s"] = training.get("train_s")
