@@ -307,7 +307,8 @@ def evaluate_and_report(paths: dict, report_md: Path, training: dict | None = No
     from assets.model import human_dev
 
     human, telephone, clips = [], [], []
-    human_summary = {"note": "klettres-data, ktuberling-data or pocketsphinx not installed: no human dev set"}
+    human_summary = {"note": "klettres-data, ktuberling-data, tuxpaint-stamps-default or pocketsphinx not installed: "
+                             "no human dev set"}
     try:
         if human_dev.available() and not tiny:
             clips, human_summary = human_dev.load_dev_set()

@@ -7,7 +7,11 @@ Sources (Debian packages; none of these speakers is behind any training voice):
   rounded sounds this set exists to check;
 - `ktuberling-data` (KTuberling, GPL-2+): the English speaker naming the game's objects
   (`/usr/share/ktuberling/sounds/en/*.ogg`): "umbrella", "pepperoni", "pineapple", "mushroom",
-  "woman", "moon walker", "tomato": closures inside words, between vowels, and more rounded vowels.
+  "woman", "moon walker", "tomato": closures inside words, between vowels, and more rounded vowels;
+- `tuxpaint-stamps-default` (Tux Paint stamps, GPL-2): the English spoken descriptions of the animal
+  stamps (`/usr/share/tuxpaint/stamps/**/*_desc.ogg`, the words in the stamp's `.txt`): "a penguin",
+  "a pigeon", "an hippopotamus", "a wombat", "a toucan": an article run into a noun, as in connected
+  speech. Counted as one speaker, `tuxpaint/en` (the package does not say who recorded them).
 
 Phone timing comes from pocketsphinx (PyPI, its bundled US-English acoustic model and CMU dictionary)
 forcing an alignment of the known word, with a QC step: an alignment is dropped when its speech
@@ -21,6 +25,7 @@ prompt recordings are not used here or anywhere in training.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +33,7 @@ import numpy as np
 
 KLETTRES = Path("/usr/share/klettres")
 KTUBERLING = Path("/usr/share/ktuberling/sounds/en")
+TUXPAINT_STAMPS = Path("/usr/share/tuxpaint/stamps")
 SPEAKERS = ("en", "en_GB")
 _KTUBERLING_PREFIXES = ("egypt_", "moon_", "pizzeria_", "tv_")
 _KTUBERLING_WORDS = {"palmtree": "palm tree", "fallingstar": "falling star", "moonwalker": "moon walker",
@@ -46,7 +52,7 @@ class DevClip:
 
 
 def available() -> bool:
-    return any((KLETTRES / speaker).is_dir() for speaker in SPEAKERS) or KTUBERLING.is_dir()
+    return any((KLETTRES / speaker).is_dir() for speaker in SPEAKERS) or KTUBERLING.is_dir() or TUXPAINT_STAMPS.is_dir()
 
 
 def _recordings() -> list[tuple[str, Path, str, str]]:
@@ -57,7 +63,21 @@ def _recordings() -> list[tuple[str, Path, str, str]]:
         word = path.stem.lower()
         word = next((word[len(p):] for p in _KTUBERLING_PREFIXES if word.startswith(p)), word)
         found.append(("ktuberling/en", path, _KTUBERLING_WORDS.get(word, word), f"ktuberling/en/{path.name}"))
+    for path in sorted(TUXPAINT_STAMPS.rglob("*_desc.ogg")):
+        text = _stamp_words(path.with_name(path.name.removesuffix("_desc.ogg") + ".txt"))
+        if text:
+            found.append(("tuxpaint/en", path, text, f"tuxpaint/en/{path.relative_to(TUXPAINT_STAMPS)}"))
     return found
+
+
+def _stamp_words(description: Path) -> str | None:
+    """The spoken words of a Tux Paint stamp: the first line of its description, lower case, letters only
+    (the other lines are translations); None when the stamp has no description."""
+    try:
+        first = description.read_text(encoding="utf-8").splitlines()[0]
+    except (OSError, UnicodeDecodeError, IndexError):
+        return None
+    return " ".join(re.sub(r"[^a-z']+", " ", first.lower()).split()) or None
 
 
 def _decode(path: Path) -> np.ndarray:
@@ -120,8 +140,8 @@ def load_dev_set(log=print) -> tuple[list[DevClip], dict]:
             dropped.append(name)
             continue
         clips.append(DevClip(path, speaker, text, audio, phones))
-    summary = {"source": "Debian klettres-data and ktuberling-data (GPL-2+): 3 human speakers, letters, words "
-                         "and short names",
+    summary = {"source": "Debian klettres-data, ktuberling-data (GPL-2+) and tuxpaint-stamps-default (GPL-2): "
+                         "4 human speakers, letters, words, short names and an article with a noun",
                "clips": len(clips), "qc_dropped": dropped, "not_in_dictionary": unknown,
                "audio_s": round(sum(len(c.audio) for c in clips) / SAMPLE_RATE, 1)}
     log(f"human dev set: {len(clips)} clips, {len(dropped)} dropped by QC, {len(unknown)} not in the dictionary")

@@ -12,13 +12,24 @@ def _recording(name: str):
     return next(r for r in human_dev._recordings() if r[3] == name)
 
 
-def test_both_packages_give_recordings_with_words_a_dictionary_knows():
+def test_every_package_gives_recordings_with_words_a_dictionary_knows():
     recordings = human_dev._recordings()
     speakers = {speaker for speaker, *_ in recordings}
-    assert speakers == {"klettres/en", "klettres/en_GB", "ktuberling/en"}
+    assert speakers == {"klettres/en", "klettres/en_GB", "ktuberling/en", "tuxpaint/en"}
     texts = {text for *_, text, _ in recordings}
-    assert {"umbrella", "pepperoni", "palm tree", "moon walker", "b", "w"} <= texts
+    assert {"umbrella", "pepperoni", "palm tree", "moon walker", "b", "w", "a penguin", "an hippopotamus"} <= texts
     assert not any(text.startswith(("egypt", "moon_", "pizzeria", "tv_")) for text in texts)
+
+
+def test_a_stamp_is_heard_saying_the_first_line_of_its_description(tmp_path):
+    description = tmp_path / "boar.txt"
+    description.write_text("Two wild boars.\nfr.utf8=Deux sangliers.\n", encoding="utf-8")
+    assert human_dev._stamp_words(description) == "two wild boars"
+    (tmp_path / "empty.txt").write_text("", encoding="utf-8")
+    assert human_dev._stamp_words(tmp_path / "empty.txt") is None
+    assert human_dev._stamp_words(tmp_path / "missing.txt") is None
+    tuxpaint = [r for r in human_dev._recordings() if r[0] == "tuxpaint/en"]
+    assert tuxpaint and all(path.name.endswith("_desc.ogg") for _, path, _, _ in tuxpaint)  # no translations
 
 
 def test_a_word_aligns_into_its_phones_inside_the_audible_region():
