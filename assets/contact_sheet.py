@@ -75,24 +75,32 @@ def _label(image: np.ndarray, text: str) -> np.ndarray:
 
 def speech_frames(line: str = SPEECH_LINE) -> list[tuple[str, FrameState]]:
     """The line spoken by espeak-ng and read back from its audio by the offline analysis (the face model and the
-    mouth shaper, as a recording gets them), at the middle of every lip closure and rounded sound."""
+    mouth shaper, as a recording gets them): every lip closure at its most closed frame, every rounded sound
+    at its middle.
+
+    espeak's event for a stop marks its release or its closure depending on the context ("Bob met" spends
+    the /b/'s closure inside the /b/ event, "met Pam" the /p/'s in the /t/ event before it), so a closure
+    is searched from 40 ms before its event to the event's end."""
     from studio.engine.offline import analyze_audio
     from studio.engine.sources import trim_leading_silence
     from studio.speech.espeak import EspeakSynth
-    from studio.speech.visemes import base_symbol
+    from studio.speech.visemes import base_symbol, mouth_openness
 
     clip = trim_leading_silence(EspeakSynth("en-us", 150).synthesize(line))
     frames = analyze_audio(clip.audio, fps=100, sample_rate=clip.sample_rate)
+    openness = mouth_openness(np.stack([frame.arkit for frame in frames]))
+    last = len(frames) - 1
     picked = []
     for phoneme in clip.phonemes:
         symbol = base_symbol(phoneme.symbol)
-        if symbol in CLOSURES:  # espeak's event marks the release: the closure is the 40 ms before it
-            at = max(0.0, phoneme.start_s - 0.02) if symbol in ("p", "b") else (phoneme.start_s + phoneme.end_s) / 2
+        if symbol in CLOSURES:
+            first, end = max(0, round((phoneme.start_s - 0.04) * 100)), min(last, round(phoneme.end_s * 100))
+            index = first + int(np.argmin(openness[first:end + 1]))
         elif symbol in ROUNDED:
-            at = (phoneme.start_s + phoneme.end_s) / 2
+            index = min(last, round((phoneme.start_s + phoneme.end_s) / 2 * 100))
         else:
             continue
-        picked.append((f"/{symbol}/ {at:.2f}s", frames[min(len(frames) - 1, max(0, round(at * 100)))]))
+        picked.append((f"/{symbol}/ {index / 100:.2f}s", frames[index]))
     return picked
 
 

@@ -6,7 +6,10 @@ mouth channels are blended towards the viseme's target pose in proportion to tha
 
 - PP: towards the closed-lip pose (jaw nearly shut, mouthClose cancelling it, lips pressed), so the
   lips meet (mouth_openness 0) when the model is sure, and partly when it is half sure;
-- ou / oh: funnel and pucker raised to at least the rounded pose's level, nothing else changed.
+- ou / oh: the lips (jaw included) blended towards the rounded pose the belief names (oo's nearly shut
+  pucker, oh's open funnel, mixed by their shares), and funnel and pucker raised to at least the rounded
+  pose's level. Funnel and pucker alone on the model's own jaw left a /w/ after a pause or an /u/ in fast
+  speech an open mouth with pouted lips, which reads as open, not rounded.
 
 The blend weight is a continuous function of the probability (a ramp between LOW and HIGH), not a
 switch, so a probability hovering near a threshold cannot make the lips chatter; the probability is
@@ -36,7 +39,8 @@ _LIPS = np.array(sorted({ARKIT_INDEX[name] for name in ARKIT_INDEX
                                                                   ARKIT_INDEX["jawRight"]}))
 _ROUNDING = np.array([ARKIT_INDEX["mouthFunnel"], ARKIT_INDEX["mouthPucker"]])
 _CLOSED_POSE = VISEME_POSES["PP"]
-_ROUND_FLOOR = np.maximum(VISEME_POSES["ou"], VISEME_POSES["oh"])[_ROUNDING] * 0.6
+_ROUND_POSES = (VISEME_POSES["ou"], VISEME_POSES["oh"])
+_ROUND_FLOOR = np.maximum(*_ROUND_POSES)[_ROUNDING] * 0.6
 
 
 def _ramp(p: np.ndarray, low: float, high: float) -> np.ndarray:
@@ -56,11 +60,18 @@ def shape_mouth(arkit: np.ndarray, visemes: np.ndarray, centred: bool = True) ->
         return weights
     closure = _smooth(probs[:, _PP], centred) if centred else _min_with_previous(probs[:, _PP])
     rounding = _smooth(probs[:, _ROUND].sum(axis=1), centred)
-    shut = _ramp(closure, CLOSURE_LOW, CLOSURE_HIGH)[:, None]
-    weights[:, _LIPS] = (1.0 - shut) * weights[:, _LIPS] + shut * _CLOSED_POSE[_LIPS]
-    rounded = _ramp(rounding, ROUND_LOW, ROUND_HIGH)[:, None] * (1.0 - shut)
+    rounded = _ramp(rounding, ROUND_LOW, ROUND_HIGH)[:, None]
+    weights[:, _LIPS] = (1.0 - rounded) * weights[:, _LIPS] + rounded * _rounded_pose(probs)[:, _LIPS]
     weights[:, _ROUNDING] = np.maximum(weights[:, _ROUNDING], rounded * _ROUND_FLOOR)
+    shut = _ramp(closure, CLOSURE_LOW, CLOSURE_HIGH)[:, None]  # last: a p/b/m shuts the lips whatever the vowel
+    weights[:, _LIPS] = (1.0 - shut) * weights[:, _LIPS] + shut * _CLOSED_POSE[_LIPS]
     return weights
+
+
+def _rounded_pose(probs: np.ndarray) -> np.ndarray:
+    """(n, 52): oo's and oh's poses mixed by their shares of each hop's rounding belief."""
+    shares = probs[:, _ROUND] / np.maximum(probs[:, _ROUND].sum(axis=1, keepdims=True), 1e-6)
+    return shares[:, :1] * _ROUND_POSES[0] + shares[:, 1:] * _ROUND_POSES[1]
 
 
 def _smooth(values: np.ndarray, centred: bool) -> np.ndarray:

@@ -41,6 +41,21 @@ def test_rounding_shows_on_oo_and_the_lips_do_not_chatter_on_a_flickering_belief
     assert np.abs(np.diff(opening[2:-2])).max() < 0.02  # the 3-hop mean leaves no open/shut alternation
 
 
+def test_a_confident_oo_narrows_a_wide_open_mouth_to_a_pucker_and_oh_keeps_it_open_and_round():
+    n = 9
+    wide = np.zeros((n, NUM_ARKIT), np.float32)
+    wide[:, ARKIT_INDEX["jawOpen"]] = 0.5  # the model's open mouth on a /w/ after a pause
+    wide[:, [ARKIT_INDEX["mouthStretchLeft"], ARKIT_INDEX["mouthStretchRight"]]] = 0.3
+    oo = shape_mouth(wide, _beliefs({"ou": np.full(n, 0.9)}, n))
+    assert np.all(oo[:, ARKIT_INDEX["jawOpen"]] < 0.2) and np.all(oo[:, ARKIT_INDEX["mouthPucker"]] >= 0.7)
+    assert np.all(oo[:, ARKIT_INDEX["mouthStretchLeft"]] < 0.05)  # no pout on a stretched mouth
+    oh = shape_mouth(wide, _beliefs({"oh": np.full(n, 0.9)}, n))
+    assert np.all(oh[:, ARKIT_INDEX["jawOpen"]] > 0.35) and np.all(oh[:, ARKIT_INDEX["mouthFunnel"]] >= 0.5)
+    assert np.all(mouth_openness(oh) > mouth_openness(oo))
+    unsure = shape_mouth(wide, _beliefs({"ou": np.full(n, 0.2)}, n))
+    assert np.allclose(unsure, wide)
+
+
 def test_streaming_matches_the_one_sided_offline_shaping():
     n = 30
     rng = np.random.default_rng(1)
