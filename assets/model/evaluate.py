@@ -192,7 +192,7 @@ def _markdown(results: dict) -> str:
             lines.append(f"| {key} | {value} |")
     articulation = results.get("articulation") or {}
     keys = ("closure_recall_pct", "rounding_recall_pct", "open_vowel_recall_pct", "pause_mouth_at_rest_pct",
-            "aperture_lag_ms")
+            "aperture_lag_ms", "vowel_lips_shut_pct")
     if articulation:
         lines += ["", "## articulation: synthetic held-out / human dev / human dev through a telephone band "
                   "(as shown: mouth shaper on)", "",
@@ -350,6 +350,8 @@ ROUNDED_VISEMES = {VISEME_INDEX["ou"], VISEME_INDEX["oh"]}
 PAUSE_MIN_FRAMES = 25  # pauses over 250 ms
 PAUSE_EDGE_FRAMES = 5  # the mouth may still be closing or opening 50 ms into or before a pause
 MAX_LAG_FRAMES = 10
+VOWEL_VISEMES = [VISEME_INDEX[name] for name in ("aa", "E", "ih", "oh", "ou")]
+VOWEL_EDGE_FRAMES = 3
 ISSUE_ROUNDED_PHONES = ("UW", "OW", "W")  # CMU phones: the human dev set's rounding target is stated on these
 
 
@@ -401,12 +403,15 @@ def human_breakdown(model, clips, examples) -> dict:
 
 def articulation_metrics(model: FaceModel, examples) -> dict:
     """Per-class articulation on any labelled set: closure recall (±1 frame at 60 fps), rounding on UW/OW/W,
-    open vowels, mouth at rest in pauses over 250 ms, and the lag that maximises the aperture correlation."""
-    from studio.speech.visemes import mouth_openness
+    open vowels, mouth at rest in pauses over 250 ms, the lag that maximises the aperture correlation, and
+    false closures: the lips shut inside a vowel (30 ms in from either edge, where a neighbouring p/b/m or
+    the aligner's timing does not reach; lower is better)."""
+    from studio.speech.visemes import lips_closed, mouth_openness
 
     open_vowel = {VISEME_INDEX["aa"]}
     jaw = [ARKIT_INDEX["jawOpen"]]
-    counts = dict.fromkeys(("closure_hit", "closure", "round_hit", "round", "open_hit", "open", "rest", "pause"), 0)
+    counts = dict.fromkeys(("closure_hit", "closure", "round_hit", "round", "open_hit", "open", "rest", "pause",
+                            "vowel_shut", "vowel"), 0)
     pred_open, target_open = [], []
     for example in examples:
         out = _predict(model, example)
@@ -425,6 +430,10 @@ def articulation_metrics(model: FaceModel, examples) -> dict:
                 inner = out[start + PAUSE_EDGE_FRAMES:stop - PAUSE_EDGE_FRAMES]
                 counts["rest"] += int(mouth_at_rest(inner).sum())
                 counts["pause"] += len(inner)
+        for start, stop in _runs(np.isin(example.viseme, VOWEL_VISEMES)):
+            inner = out[start + VOWEL_EDGE_FRAMES:stop - VOWEL_EDGE_FRAMES]
+            counts["vowel_shut"] += int(lips_closed(inner).sum()) if len(inner) else 0
+            counts["vowel"] += len(inner)
         pred_open.append(mouth_openness(out))
         target_open.append(mouth_openness(example.arkit))
     pred, target = np.concatenate(pred_open), np.concatenate(target_open)
@@ -442,6 +451,7 @@ def articulation_metrics(model: FaceModel, examples) -> dict:
         "open_vowel_recall_pct": pct("open_hit", "open"), "open_vowel_intervals": counts["open"],
         "pause_mouth_at_rest_pct": pct("rest", "pause"), "pause_frames": counts["pause"],
         "aperture_lag_ms": 10 * lags[int(np.argmax(corr))],  # + : the mouth moves after the target
+        "vowel_lips_shut_pct": pct("vowel_shut", "vowel"), "vowel_frames": counts["vowel"],
     }
 
 

@@ -1,0 +1,40 @@
+"""The articulation figures count what a viewer sees: here, lips that shut in the middle of a vowel."""
+
+import numpy as np
+
+from assets.model.evaluate import articulation_metrics
+from assets.model.train import Example
+from studio.avatar.arkit import ARKIT_INDEX, NUM_ARKIT
+from studio.engine.face_model import FaceOutput
+from studio.speech.visemes import VISEME_INDEX
+
+
+class _Shows:
+    """A 'model' that shows a fixed face track, so the metric is checked on a known picture."""
+
+    def __init__(self, arkit: np.ndarray) -> None:
+        self.arkit = arkit
+
+    def run_offline(self, features: np.ndarray) -> FaceOutput:
+        n = len(self.arkit)
+        return FaceOutput(self.arkit, np.zeros((n, 15), np.float32), np.ones(n, np.float32))
+
+
+def _vowel_between_pauses() -> Example:
+    viseme = np.full(60, VISEME_INDEX["sil"], np.int64)
+    viseme[10:50] = VISEME_INDEX["ou"]  # a 400 ms "oo" trailing off, as an isolated word does
+    arkit = np.zeros((60, NUM_ARKIT), np.float32)
+    arkit[10:50, ARKIT_INDEX["jawOpen"]] = 0.3
+    return Example(np.zeros((60, 80), np.float32), arkit, viseme, (viseme != VISEME_INDEX["sil"]).astype(np.float32))
+
+
+def test_lips_shut_through_the_tail_of_a_vowel_count_as_false_closures_and_its_edges_do_not():
+    example = _vowel_between_pauses()
+    held_open = articulation_metrics(_Shows(example.arkit), [example])
+    assert held_open["vowel_lips_shut_pct"] == 0.0 and held_open["vowel_frames"] == 34  # 30 ms off each edge
+    shut_early = example.arkit.copy()
+    shut_early[30:50, ARKIT_INDEX["jawOpen"]] = 0.0  # the mouth closes while the vowel still sounds
+    assert articulation_metrics(_Shows(shut_early), [example])["vowel_lips_shut_pct"] == 50.0  # 17 of 34
+    edges_only = example.arkit.copy()
+    edges_only[10:13, ARKIT_INDEX["jawOpen"]] = edges_only[47:50, ARKIT_INDEX["jawOpen"]] = 0.0
+    assert articulation_metrics(_Shows(edges_only), [example])["vowel_lips_shut_pct"] == 0.0
