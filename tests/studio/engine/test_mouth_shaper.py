@@ -54,6 +54,11 @@ def test_a_confident_oo_narrows_a_wide_open_mouth_to_a_pucker_and_oh_keeps_it_op
     assert np.all(mouth_openness(oh) > mouth_openness(oo))
     unsure = shape_mouth(wide, _beliefs({"ou": np.full(n, 0.2)}, n))
     assert np.allclose(unsure, wide)
+    flicker = _beliefs({"ou": np.where(np.arange(40) % 2 == 0, 0.75, 0.45)}, 40)  # around the rounding ramp
+    wide = np.repeat(wide[:1], 40, axis=0)
+    for centred in (True, False):
+        jaw = shape_mouth(wide, flicker, centred=centred)[:, ARKIT_INDEX["jawOpen"]]
+        assert np.abs(np.diff(jaw[2:-2])).max() < 0.02  # the jaw does not pump with the belief
 
 
 def test_streaming_matches_the_one_sided_offline_shaping():
