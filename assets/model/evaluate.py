@@ -432,7 +432,7 @@ def articulation_metrics(model: FaceModel, examples) -> dict:
                 counts["pause"] += len(inner)
         for start, stop in _runs(np.isin(example.viseme, VOWEL_VISEMES)):
             inner = out[start + VOWEL_EDGE_FRAMES:stop - VOWEL_EDGE_FRAMES]
-            counts["vowel_shut"] += int(lips_closed(inner).sum()) if len(inner) else 0
+            counts["vowel_shut"] += int(lips_closed(inner).sum())
             counts["vowel"] += len(inner)
         pred_open.append(mouth_openness(out))
         target_open.append(mouth_openness(example.arkit))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -318,8 +318,7 @@ def _gated_motion(arkit_hops: np.ndarray, voice_hops: np.ndarray, prosodies: lis
         if gate_mouth:
             gates[i] = gate.step(heard)
             voice_out[i] *= gates[i]
-        frame = motion.step(i * HOP_S, Prosody(prosody.energy, prosody.pitch, prosody.voiced, float(voice_out[i]),
-                                               prosody.level_db, prosody.audible))
+        frame = motion.step(i * HOP_S, replace(prosody, speaking=float(voice_out[i])))
         poses[i], transl[i], eyes[i] = frame.pose, frame.transl, frame.eye_weights
     arkit = np.clip(np.asarray(arkit_hops, np.float32), 0.0, 1.0)
     arkit[:, MOUTH_CHANNELS] *= gates[:, None]

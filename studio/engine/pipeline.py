@@ -16,7 +16,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -651,8 +651,7 @@ class Engine:
         arkit = self._shaper.step(arkit, hop.visemes)  # closures shut and rounding shows when the model is sure
         if gate < 1.0:
             arkit[MOUTH_CHANNELS] *= gate
-        motion = self._motion_at(hop.index, media, Prosody(prosody.energy, prosody.pitch, prosody.voiced,
-                                                            max(voice, 0.0), prosody.level_db, prosody.audible))
+        motion = self._motion_at(hop.index, media, replace(prosody, speaking=max(voice, 0.0)))
         t1 = time.perf_counter()
         frame_index = self._frame_index(hop.index)
         if frame_index == self._last_emitted_frame_index or not shown:
