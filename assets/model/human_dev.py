@@ -20,7 +20,8 @@ breaths and prevoicing around an isolated word count as audible), or when any ph
 the recognizer's 3-frame minimum.
 
 Used only to select models and report on them (`evaluate.human_dev_report`); the Debian telephony
-prompt recordings are not used here or anywhere in training.
+prompt recordings are not used here or anywhere in training. The same packages' recordings in other
+languages, by other speakers, are training data (`human_voices`); no English one is.
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ One command rebuilds everything:
     python -m assets.model.train --out assets/models            # full run, 26 min on 2 idle cores
     python -m assets.model.train --tiny --out /tmp/models        # CI smoke run, < 2 min
 
-The corpus comes from assets/model/corpus.py (espeak-ng / festival / flite speech with exact phoneme
-timing, augmented). Loss: L1 on the 52 weights, mouth and jaw shapes weighted up and p/b/m
+The corpus comes from assets/model/corpus.py (espeak-ng / festival / flite / Piper speech with exact
+phoneme timing, augmented) and assets/model/human_voices.py (real people's recordings in other languages,
+force-aligned). Loss: L1 on the 52 weights, mouth and jaw shapes weighted up and p/b/m
 closure frames weighted up again (lip closure was the weakest part in an earlier experiment),
 cross-entropy on the 15 visemes and BCE on voice activity. After the live model, the offline
 model's refiner is trained on its outputs (refine.py) and kept only if `offline_model_is_better`.
@@ -58,10 +59,12 @@ class TrainConfig:
     seed: int = 7
     channels: int = 96
     lookahead: int = 3
+    human_voice_copies: int | None = 1  # real recordings (human_voices.py): degraded copies of each; None: not used
 
     @classmethod
     def tiny(cls) -> TrainConfig:
-        return cls(n_train=12, n_augmented_copies=1, minutes=0.5, max_steps=30, batch=8, crop_frames=200)
+        return cls(n_train=12, n_augmented_copies=1, minutes=0.5, max_steps=30, batch=8, crop_frames=200,
+                   human_voice_copies=None)
 
     def with_lookahead(self, lookahead: int) -> TrainConfig:
         return dataclasses.replace(self, lookahead=lookahead)
@@ -104,7 +107,10 @@ def utterance_to_example(audio: np.ndarray, targets, extractor: LogMelExtractor,
     )
 
 
-def build_examples(n: int, seed: int, held_out: bool, augmented_copies: int = 0) -> list[Example]:
+def build_examples(n: int, seed: int, held_out: bool, augmented_copies: int = 0,
+                   human_voice_copies: int | None = None) -> list[Example]:
+    """The synthetic corpus (`n` utterances, each with `augmented_copies` degraded copies) and, for training
+    when `human_voice_copies` is not None, the real recordings of `human_voices` with that many copies."""
     from assets.model import corpus
 
     extractor = LogMelExtractor()
@@ -116,6 +122,10 @@ def build_examples(n: int, seed: int, held_out: bool, augmented_copies: int = 0)
             noisy = np.asarray(corpus.augment(utterance.audio, rng), np.float32)
             if len(noisy) == len(utterance.audio):
                 examples.append(utterance_to_example(noisy, utterance.targets, extractor))
+    if human_voice_copies is not None and not held_out:
+        from assets.model.human_voices import training_examples
+
+        examples += training_examples(human_voice_copies, seed)
     return examples
 
 
@@ -238,7 +248,8 @@ def train(config: TrainConfig, log=print, examples: list[Example] | None = None,
     if examples is None:
         started = time.perf_counter()
         examples = build_examples(config.n_train, config.seed, held_out=False,
-                                  augmented_copies=config.n_augmented_copies)
+                                  augmented_copies=config.n_augmented_copies,
+                                  human_voice_copies=config.human_voice_copies)
         corpus_s = time.perf_counter() - started
     total_frames = sum(len(e.features) for e in examples)
     log(f"corpus: {len(examples)} examples, {total_frames / 100 / 60:.1f} min of audio, built in {corpus_s:.0f} s")
@@ -358,7 +369,8 @@ def main(argv: list[str] | None = None) -> None:
         examples = load_examples(args.corpus_cache)
     else:
         examples = build_examples(config.n_train, config.seed, held_out=False,
-                                  augmented_copies=config.n_augmented_copies)
+                                  augmented_copies=config.n_augmented_copies,
+                                  human_voice_copies=config.human_voice_copies)
         if args.corpus_cache:
             save_examples(examples, args.corpus_cache)
     corpus_s = time.perf_counter() - started

@@ -1,0 +1,261 @@
+"""Training speech from real people: the non-English recordings that Debian's education packages ship.
+
+The synthetic corpus never shows how a real mouth sounds: a /b/ voiced before its release, an /m/ murmur
+that fades, a vowel that dies away into a pause. Debian ships thousands of real recordings whose words
+are known, most of them in languages other than English. Lips close for p/b/m and round for o/u/y the same
+way in every language, so these voices teach the face model what human closures and rounding sound like,
+while the English recordings of the same packages stay in the human dev set (`human_dev`), never trained on:
+
+- `tuxpaint-stamps-default` (GPL-2): the spoken descriptions of the stamps in French, Russian, Romanian,
+  Catalan, Bulgarian, Spanish, Belarusian, Greek, Danish, Lithuanian and Dutch
+  (`/usr/share/tuxpaint/stamps/**/*_desc_<language>.ogg`), the words from that language's line in the
+  stamp's `.txt`;
+- `klettres-data` (GPL-2+): letters and syllables read by native speakers of thirteen languages
+  (`/usr/share/klettres/<language>/{alpha,syllab}/*.ogg`), the text from the language's `sounds.xml`.
+
+Every English recording (`en`, `en_GB`, `en_AU`, ...) is left out, so no dev-set voice is trained on.
+
+Phone timing: espeak-ng gives each word's phonemes in its language; they are mapped to the nearest US
+English phone (keeping what the lips do: /y/ and /ø/ stay rounded, Spanish and Catalan /β/, whose lips do
+not quite meet, drop the clip) and pocketsphinx forces the alignment with its US-English acoustic model.
+The alignment passes the same QC as the dev set's (`human_dev.align`), and the targets come from the
+aligned phones the same way (`human_dev.to_examples`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+
+import numpy as np
+
+from assets.model.human_dev import KLETTRES, SAMPLE_RATE, TUXPAINT_STAMPS, DevClip, _decode, align
+
+TUXPAINT_LANGUAGES = {"fr": "fr", "ru": "ru", "ro": "ro", "ca": "ca", "bg": "bg", "es": "es", "be": "be",
+                      "el": "el", "da": "da", "lt": "lt", "nl": "nl"}
+"""Tux Paint's description languages → espeak-ng voice."""
+KLETTRES_LANGUAGES = {"cs": "cs", "da": "da", "de": "de", "es": "es", "fr": "fr", "hu": "hu", "it": "it",
+                      "lt": "lt", "nb": "nb", "nl": "nl", "pt_BR": "pt-br", "ru": "ru", "uk": "uk"}
+"""KLettres' languages → espeak-ng voice (Arabic, Malayalam, Tswana and Low German left out: espeak-ng
+reads their letters and syllables too poorly to align)."""
+
+# espeak-ng mnemonics (stress, stød "?", palatal ";", retroflex "." and length marks stripped) → CMU phones.
+_ESPEAK_TO_CMU: dict[str, tuple[str, ...]] = {
+    "p": ("P",), "b": ("B",), "m": ("M",), "f": ("F",), "v": ("V",), "w": ("W",), "w2": ("W",),
+    "t": ("T",), "d": ("D",), "k": ("K",), "c": ("K",), "g": ("G",), "Q": ("G",), "x": ("HH",), "h": ("HH",),
+    "C": ("HH",), "s": ("S",), "z": ("Z",), "S": ("SH",), "Z": ("ZH",), "tS": ("CH",), "dZ": ("JH",),
+    "J^": ("JH",), "ts": ("T", "S"), "dz": ("D", "Z"), "T": ("TH",), "D": ("DH",),
+    "n": ("N",), "n_": ("N",), "n^": ("N", "Y"), "N": ("NG",), "l": ("L",), "L": ("L",), "l^": ("L", "Y"),
+    "r": ("R",), "R": ("R",), "R2": ("R",), "*": ("R",), "**": ("R",), "j": ("Y",), "I^": ("Y",),
+    "a": ("AA",), "a#": ("AA",), "a-": ("AA",), "a:": ("AA",), "A": ("AA",), "A~": ("AA",), "0": ("AA",),
+    "&": ("AE",), "V": ("AH",), "@": ("AH",), "@-": ("AH",), "@2": ("AH",), "3": ("ER",), "3-": ("ER",),
+    "3:": ("ER",), "@L": ("AH", "L"), "e": ("EH",), "e-": ("EH",), "e:": ("EY",), "E": ("EH",), "E#": ("EH",),
+    "E~": ("EH",), "i": ("IY",), "i:": ("IY",), "i\"": ("IH",), "I": ("IH",), "y-": ("UW",),
+    "o": ("OW",), "o2": ("OW",), "o:": ("OW",), "O": ("AO",), "O2": ("AO",), "O:": ("AO",), "O~": ("AO",),
+    "8": ("OW",), "W": ("OW",), "W#": ("OW",), "Y": ("AO",), "W~": ("AO",),
+    "u": ("UW",), "u:": ("UW",), "u\"": ("UW",), "U": ("UH",),
+    "aI": ("AY",), "aU": ("AW",), "oI": ("OY",), "OI": ("OY",), "oU": ("OW",), "eI": ("EY",),
+    "eU": ("EH", "W"), "ea": ("EH", "AA"), "Oa": ("W", "AA"), "ja": ("Y", "AA"), "ju": ("Y", "UW"),
+    "iI": ("IY",), "yI": ("IH", "Y"), "uI": ("UW", "Y"), "iU": ("IY", "W"), "Wy": ("OW", "Y"),
+    "@U": ("AH", "W"), "yU": ("UW",), "E2": ("EH",), "u#": ("UW",), "ee": ("EY",), "&#": ("AE",),
+    "i@": ("IY", "AH"), "i@3": ("IY", "ER"), "A@": ("AA", "R"), "e@": ("EH", "R"),
+}
+ROUNDED_Y_LANGUAGES = frozenset({"fr", "da", "de", "nl", "hu", "nb"})
+"""Languages whose espeak "y" is the rounded /y/ of "lune", "Tür"; elsewhere it is an unrounded /ɨ/ or /i/."""
+_DROPS_CLIP = frozenset({"B"})
+"""/β/ (Spanish and Catalan "pavo", "ovella"): the lips approach without meeting, neither a closure nor open."""
+_MODIFIERS = ";.^"
+_SKIPPED = re.compile(r"^(_.*|\(\w+\)|;|)$")  # pauses, language-switch markers, a lone palatal mark
+
+
+def cmu_phones(symbols: list[str], language: str) -> list[str] | None:
+    """CMU phones for espeak mnemonics of `language`, or None when a phone has no faithful counterpart."""
+    phones: list[str] = []
+    for symbol in symbols:
+        base = symbol.lstrip("'\u02c8\u02cc,%=?")
+        if _SKIPPED.match(base):
+            continue
+        if base in _DROPS_CLIP:
+            return None
+        if base == "y":
+            phones.append("UW" if language.split("-")[0] in ROUNDED_Y_LANGUAGES else "IH")
+            continue
+        mapped = _ESPEAK_TO_CMU.get(base) or _ESPEAK_TO_CMU.get(base.rstrip(_MODIFIERS))
+        if mapped is None:
+            return None
+        phones.extend(mapped)
+    return phones
+
+
+def _tuxpaint_recordings() -> list[tuple[str, Path, str]]:
+    found = []
+    for path in sorted(TUXPAINT_STAMPS.rglob("*_desc_*.ogg")):
+        stem, _, language = path.stem.rpartition("_desc_")
+        if language not in TUXPAINT_LANGUAGES:
+            continue
+        try:
+            lines = path.with_name(stem + ".txt").read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError):
+            continue
+        text = next((line.split("=", 1)[1] for line in lines if line.startswith(f"{language}.utf8=")), "")
+        if text.strip():
+            found.append((f"tuxpaint/{language}", path, text))
+    return found
+
+
+def _klettres_recordings() -> list[tuple[str, Path, str]]:
+    found = []
+    for language in KLETTRES_LANGUAGES:
+        try:
+            sounds = ElementTree.parse(KLETTRES / language / "sounds.xml").getroot().iter("sound")
+        except (OSError, ElementTree.ParseError):
+            continue
+        for sound in sounds:
+            path = KLETTRES / sound.get("file", "")
+            if sound.get("name") and path.is_file():
+                found.append((f"klettres/{language}", path, sound.get("name")))
+    return found
+
+
+def recordings() -> list[tuple[str, Path, str]]:
+    """(speaker, path, words) of every non-English recording the installed packages ship."""
+    return _tuxpaint_recordings() + _klettres_recordings()
+
+
+def _voice(speaker: str) -> str:
+    source, language = speaker.split("/")
+    return (TUXPAINT_LANGUAGES if source == "tuxpaint" else KLETTRES_LANGUAGES)[language]
+
+
+def _align_all(items: list[tuple[str, Path, str]]) -> tuple[list[DevClip], int, int]:
+    """Aligned clips of `items`, and how many could not be spelled or failed QC (one worker's share)."""
+    from pocketsphinx import Decoder
+
+    from studio.engine.sources import AudioInputError
+    from studio.speech.espeak import EspeakSynth, SpeechError
+
+    decoder = Decoder(samprate=SAMPLE_RATE, loglevel="FATAL")
+    synths: dict[str, EspeakSynth] = {}
+    entries: dict[tuple[str, str], str | None] = {}
+    clips, unspelled, dropped = [], 0, 0
+    for speaker, path, text in items:
+        voice = _voice(speaker)
+        names = []
+        for word in re.sub(r"[^\w'-]+", " ", text).split():
+            if not word.strip("'-"):
+                continue
+            key = (voice, word.lower())
+            if key not in entries:
+                try:
+                    synth = synths.setdefault(voice, EspeakSynth(voice))
+                    phones = cmu_phones([p.symbol for p in synth.synthesize(word).phonemes], voice)
+                except SpeechError:
+                    phones = None
+                entries[key] = f"w{len(entries)}" if phones else None
+                if phones:
+                    decoder.add_word(entries[key], " ".join(phones), update=False)
+            names.append(entries[key])
+        if not names or None in names:
+            unspelled += 1
+            continue
+        try:
+            audio = _decode(path)
+        except AudioInputError:
+            dropped += 1
+            continue
+        phones = align(decoder, audio, " ".join(names))
+        if phones is None:
+            dropped += 1
+            continue
+        clips.append(DevClip(path, speaker, text, audio, phones))
+    return clips, unspelled, dropped
+
+
+def load_clips(items: list[tuple[str, Path, str]] | None = None, log=print,
+               workers: int = 2) -> tuple[list[DevClip], dict]:
+    """Every recording (of `items`, default all) whose words espeak-ng can spell in CMU phones and whose
+    alignment passes QC.
+
+    About 8,000 recordings: aligning them takes 8 minutes of one core, so `workers` processes share them."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    everything = recordings() if items is None else items
+    shares = [everything[i::workers] for i in range(workers)]
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        parts = list(pool.map(_align_all, shares))
+    clips = [clip for part, _, _ in parts for clip in part]
+    summary = {"recordings": len(everything), "clips": len(clips),
+               "qc_dropped": sum(p[2] for p in parts), "not_spelled": sum(p[1] for p in parts),
+               "audio_s": round(sum(len(c.audio) for c in clips) / SAMPLE_RATE, 1),
+               "speakers": sorted({c.speaker for c in clips})}
+    log(f"human voices: {len(clips)} clips ({summary['audio_s']:.0f} s) from {len(summary['speakers'])} speakers; "
+        f"{summary['qc_dropped']} dropped by QC, {summary['not_spelled']} with a sound espeak-ng cannot spell in US phones")
+    return clips, summary
+
+
+def chained(clips: list[DevClip], seconds: float, rng: np.random.Generator) -> list[DevClip]:
+    """Each speaker's clips joined back to back, in random order, into clips of at least `seconds`.
+
+    A single word lasts about a second; training crops are 3 s, so unjoined words would fill most of
+    each crop with padding."""
+    by_speaker: dict[str, list[DevClip]] = {}
+    for clip in clips:
+        by_speaker.setdefault(clip.speaker, []).append(clip)
+    joined = []
+    for speaker in sorted(by_speaker):
+        group: list[DevClip] = []
+        for index in rng.permutation(len(by_speaker[speaker])):
+            group.append(by_speaker[speaker][index])
+            if sum(len(c.audio) for c in group) >= seconds * SAMPLE_RATE:
+                joined.append(_join(group))
+                group = []
+        if group:
+            joined.append(_join(group))
+    return joined
+
+
+def _join(group: list[DevClip]) -> DevClip:
+    phones, offset = [], 0.0
+    for clip in group:
+        phones += [(name, start + offset, end + offset) for name, start, end in clip.phones]
+        offset += len(clip.audio) / SAMPLE_RATE
+    return DevClip(group[0].path, group[0].speaker, " | ".join(c.text for c in group),
+                   np.concatenate([c.audio for c in group]), tuple(phones))
+
+
+CHAIN_S = 4.0
+"""Length of the joined clips the model trains on (crops are 3 s)."""
+
+
+def available() -> bool:
+    return TUXPAINT_STAMPS.is_dir() or any((KLETTRES / language).is_dir() for language in KLETTRES_LANGUAGES)
+
+
+def training_examples(augmented_copies: int, seed: int, log=print,
+                      items: list[tuple[str, Path, str]] | None = None) -> list:
+    """train.Example for every aligned recording (of `items`, default all), joined per speaker, and
+    `augmented_copies` degraded copies of each (`corpus.augment`, as the synthetic corpus gets); [] when no
+    package is installed."""
+    from assets.model.corpus import augment
+    from assets.model.human_dev import to_examples
+    from studio.engine.features import LogMelExtractor
+
+    if not available():
+        log("human voices: klettres-data and tuxpaint-stamps-default are not installed; training on synthetic "
+            "speech only (scripts/setup.sh dev installs them)")
+        return []
+    clips, _ = load_clips(items, log)
+    rng = np.random.default_rng(seed)
+    joined = chained(clips, CHAIN_S, rng)
+    extractor = LogMelExtractor()
+    examples = []
+    for clip, clean in zip(joined, to_examples(joined)):
+        examples.append(dataclasses.replace(clean, audio=None))
+        for _ in range(augmented_copies):
+            noisy = augment(clip.audio, rng)
+            examples.append(dataclasses.replace(clean, features=extractor.compute(noisy)[: len(clean.features)],
+                                                audio=None))
+    return examples
