@@ -2,7 +2,7 @@
 
 One command rebuilds everything:
 
-    python -m assets.model.train --out assets/models            # full run, 26 min on 2 idle cores
+    python -m assets.model.train --out assets/models            # full run, 35 min on 2 idle cores
     python -m assets.model.train --tiny --out /tmp/models        # CI smoke run, < 2 min
 
 The corpus comes from assets/model/corpus.py (espeak-ng / festival / flite / Piper speech with exact
