@@ -250,9 +250,13 @@ def training_examples(augmented_copies: int, seed: int, log=print,
     clips, _ = load_clips(items, log)
     rng = np.random.default_rng(seed)
     joined = chained(clips, CHAIN_S, rng)
+    del clips  # the joined clips hold the audio now; one copy of 2.3 h is enough while training
     extractor = LogMelExtractor()
     examples = []
-    for clip, clean in zip(joined, to_examples(joined)):
+    joined.reverse()
+    while joined:  # one joined clip at a time, in order, its audio dropped once its examples exist
+        clip = joined.pop()
+        clean = to_examples([clip])[0]
         examples.append(dataclasses.replace(clean, audio=None))
         for _ in range(augmented_copies):
             noisy = augment(clip.audio, rng)

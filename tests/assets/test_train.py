@@ -1,0 +1,43 @@
+import numpy as np
+
+from assets.model.train import colour
+from studio.engine.features import LogMelExtractor
+
+
+def _speech_like_features() -> np.ndarray:
+    """A second of noise bursts with digital silence between them, as log-mel frames."""
+    rng = np.random.default_rng(0)
+    audio = np.zeros(16000, np.float32)
+    audio[2000:6000] = 0.3 * rng.standard_normal(4000)
+    audio[9000:13000] = 0.1 * rng.standard_normal(4000)
+    return LogMelExtractor().compute(audio)
+
+
+def test_colour_applies_one_gain_curve_to_every_frame_of_a_crop():
+    features = _speech_like_features()
+    coloured = colour(features, np.random.default_rng(1), equaliser_db=12.0)
+    change_db = (coloured - features) * 10 / np.log(10)
+    loudest = int(np.argmax(features.min(axis=1)))
+    curve = np.broadcast_to(change_db[loudest], change_db.shape)
+    clear = features > np.log(1e-2)  # a thousand times the floor: the floor's share is negligible
+    assert clear.sum() > 1000
+    np.testing.assert_allclose(change_db[clear], curve[clear], atol=0.01)
+    assert np.ptp(change_db[loudest]) > 1.0  # the curve colours the bands, it is not a plain gain
+
+
+def test_colour_stays_within_its_bound_and_keeps_silence_silent():
+    features = _speech_like_features()
+    silent = features.max(axis=1) <= np.log(2e-5)
+    for seed in range(20):
+        coloured = colour(features, np.random.default_rng(seed), equaliser_db=12.0)
+        change_db = np.abs(coloured - features) * 10 / np.log(10)
+        assert change_db.max() <= 12.0 / 2 + 3 * 12.0 / 4 + 1e-3
+        np.testing.assert_allclose(coloured[silent], features[silent], atol=0.01)
+    assert silent.sum() > 20
+
+
+def test_colour_draws_a_different_curve_each_time():
+    features = _speech_like_features()
+    rng = np.random.default_rng(2)
+    first, second = colour(features, rng, 12.0), colour(features, rng, 12.0)
+    assert np.abs(first - second).max() > 0.1
