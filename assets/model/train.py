@@ -60,7 +60,7 @@ class TrainConfig:
     channels: int = 96
     lookahead: int = 3
     human_voice_copies: int | None = 1  # real recordings (human_voices.py): degraded copies of each; None: not used
-    equaliser_db: float = 12.0  # random microphone/room colouring of half the crops (`colour`); 0: none
+    equaliser_db: float = 0.0  # > 0: colour half the crops (`colour`); off: it delays the mouth opening (model_comparison.md)
 
     @classmethod
     def tiny(cls) -> TrainConfig:
@@ -317,6 +317,7 @@ def train(config: TrainConfig, log=print, examples: list[Example] | None = None,
         "receptive_field_ms": net.receptive_field_frames * 10,
         "lookahead_ms": net.lookahead * 10,
         "warm_start": str(init) if init else None,
+        "equaliser_db": config.equaliser_db,
     }
     return net, summary
 
@@ -378,12 +379,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--offline-only", action="store_true",
                         help="keep the live model given by --init; train only the offline model's refiner on it")
     parser.add_argument("--refiner-minutes", type=float, help=f"refiner time budget (default {REFINER_MINUTES:g})")
+    parser.add_argument("--equaliser-db", type=float, default=0.0,
+                        help="colour half the training crops by a random equaliser this wide (train.colour; default off)")
     args = parser.parse_args(argv)
     if args.offline_only and args.init is None:
         parser.error("--offline-only needs --init LIVE_MODEL.onnx (the live model the refiner corrects)")
     config = TrainConfig.tiny() if args.tiny else TrainConfig(minutes=14.0)
     if args.minutes is not None:
         config.minutes = args.minutes
+    config.equaliser_db = args.equaliser_db
     refiner_minutes = args.refiner_minutes or (config.minutes if args.tiny else REFINER_MINUTES)
     started = time.perf_counter()
     if args.corpus_cache and args.corpus_cache.is_file():

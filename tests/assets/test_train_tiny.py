@@ -19,7 +19,7 @@ def test_tiny_training_run_exports_onnx_models_that_load_and_stream(tmp_path):
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", PYTHONPATH=str(REPO))
     result = subprocess.run(
         [sys.executable, "-m", "assets.model.train", "--tiny", "--out", str(out),
-         "--checkpoint", str(tmp_path / "face.pt"), "--report", str(tmp_path / "report.md")],
+         "--checkpoint", str(tmp_path / "face.pt"), "--report", str(tmp_path / "report.md"), "--equaliser-db", "12"],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -44,6 +44,7 @@ def test_tiny_training_run_exports_onnx_models_that_load_and_stream(tmp_path):
                 "hop_cost_fp32_median_ms", "hop_cost_int8_median_ms"):
         assert isinstance(report[key], float), key
     assert report["training"]["train_steps"] > 0
+    assert report["training"]["equaliser_db"] == 12.0
     assert report["training"]["offline_model"]["refiner_train_steps"] > 0
     assert "offline_full_context" in report["articulation"] and "lipsync" in report["articulation"]
     assert (tmp_path / "report.md").read_text().startswith("# Face model report")
