@@ -379,7 +379,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--offline-only", action="store_true",
                         help="keep the live model given by --init; train only the offline model's refiner on it")
     parser.add_argument("--refiner-minutes", type=float, help=f"refiner time budget (default {REFINER_MINUTES:g})")
-    parser.add_argument("--equaliser-db", type=float, default=0.0,
+    parser.add_argument("--equaliser-db", type=float,
                         help="colour half the training crops by a random equaliser this wide (train.colour; default off)")
     args = parser.parse_args(argv)
     if args.offline_only and args.init is None:
@@ -387,7 +387,8 @@ def main(argv: list[str] | None = None) -> None:
     config = TrainConfig.tiny() if args.tiny else TrainConfig(minutes=14.0)
     if args.minutes is not None:
         config.minutes = args.minutes
-    config.equaliser_db = args.equaliser_db
+    if args.equaliser_db is not None:
+        config.equaliser_db = args.equaliser_db
     refiner_minutes = args.refiner_minutes or (config.minutes if args.tiny else REFINER_MINUTES)
     started = time.perf_counter()
     if args.corpus_cache and args.corpus_cache.is_file():
