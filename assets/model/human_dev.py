@@ -16,8 +16,9 @@ Sources (Debian packages; none of these speakers is behind any training voice):
 Phone timing comes from pocketsphinx (PyPI, its bundled US-English acoustic model and CMU dictionary)
 forcing an alignment of the known word, with a QC step: an alignment is dropped when its speech
 (everything not SIL) does not cover the clip's audible region well (intersection over union < 0.4;
-breaths and prevoicing around an isolated word count as audible), or when any phone is shorter than
-the recognizer's 3-frame minimum.
+breaths and prevoicing around an isolated word count as audible), when any phone is shorter than
+the recognizer's 3-frame minimum, or when the search stopped before the text's last word (pocketsphinx
+then labels the words it never reached as silence).
 
 Used only to select models and report on them (`evaluate.human_dev_report`); the Debian telephony
 prompt recordings are not used here or anywhere in training. The same packages' recordings in other
@@ -40,6 +41,7 @@ _KTUBERLING_PREFIXES = ("egypt_", "moon_", "pizzeria_", "tv_")
 _KTUBERLING_WORDS = {"palmtree": "palm tree", "fallingstar": "falling star", "moonwalker": "moon walker",
                      "broccolli": "broccoli", "sphynx": "sphinx", "ufo": "u f o"}
 QC_MIN_IOU = 0.4
+_SILENCES = ("<s>", "</s>", "<sil>")
 SAMPLE_RATE = 16000
 
 
@@ -112,6 +114,9 @@ def align(decoder, audio: np.ndarray, text: str) -> tuple[tuple[str, float, floa
     except (RuntimeError, ValueError):
         return None
     if alignment is None:
+        return None
+    spoken = [word.name.split("(")[0] for word in alignment if word.name not in _SILENCES]
+    if spoken != text.split():  # the search gave up part way: the words it never reached are labelled silence
         return None
     phones = tuple((phone.name, phone.start / 100, (phone.start + phone.duration) / 100)
                    for word in alignment for phone in word)

@@ -52,6 +52,19 @@ def test_qc_rejects_an_alignment_of_the_wrong_words():
     assert human_dev.align(decoder, silence_then_word, "pepperoni pineapple salami tomato") is None
 
 
+def test_qc_rejects_an_alignment_that_gives_up_before_the_last_word():
+    _, path, text, _ = _recording("tuxpaint/en/animals/insects/bee_desc.ogg")
+    assert text == "a bee"
+    audio = human_dev._decode(path)
+    search = Decoder(samprate=human_dev.SAMPLE_RATE, loglevel="FATAL")
+    search.set_align_text(text)
+    search.start_utt()
+    search.process_raw((audio * 32767).astype(np.int16).tobytes(), full_utt=True)
+    search.end_utt()
+    assert search.hyp().hypstr == "a"  # a fresh search never reaches "bee": its /b/ would be labelled silence
+    assert human_dev.align(Decoder(samprate=human_dev.SAMPLE_RATE, loglevel="FATAL"), audio, text) is None
+
+
 def test_the_breakdown_names_each_closure_by_its_phone_and_speaker():
     from assets.model.evaluate import ShapedModel, human_breakdown
     from studio.engine.face_model import FaceModel
