@@ -2,7 +2,7 @@
 # Install what the studio needs on Debian/Ubuntu: system packages (only the missing ones),
 # then the virtual environment with the requested extras.
 # Usage: scripts/setup.sh system [dev] | venv [EXTRAS] | packages [dev]
-# `dev` adds the audio daemon for the tests and the festival voices the model trains on;
+# `dev` adds the audio daemon for the tests and the voices the face model trains and is checked on;
 # `packages` prints the Debian packages `system` would make sure of.
 # Everything the scripts and tests call beyond a minimal Debian (coreutils, bash, dpkg, apt) is listed
 # here: Xvfb/xdpyinfo/xauth, pulseaudio/pactl/pacat, festival, objdump (binutils, for PyInstaller).
@@ -14,7 +14,8 @@ PYTHON=${PYTHON:-python3}
 RUNTIME_PACKAGES="libegl1 libgl1 libgl1-mesa-dri libfontconfig1 libglib2.0-0 libdbus-1-3 libxkbcommon-x11-0
   libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-image0 libxcb-render-util0 libxcb-shape0 libxcb-xkb1
   libportaudio2 xvfb xauth x11-utils fonts-dejavu-core"
-TEST_PACKAGES="pulseaudio pulseaudio-utils libasound2-plugins binutils festival festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts flite klettres-data ktuberling-data tuxpaint-stamps-default"
+TEST_PACKAGES="pulseaudio pulseaudio-utils libasound2-plugins binutils festival festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts flite klettres-data ktuberling-data tuxpaint-stamps-default
+  fillets-ng-data fillets-ng-data-cs fillets-ng-data-nl"
 
 need_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else

@@ -11,7 +11,11 @@ while the English recordings of the same packages stay in the human dev set (`hu
   (`/usr/share/tuxpaint/stamps/**/*_desc_<language>.ogg`), the words from that language's line in the
   stamp's `.txt`;
 - `klettres-data` (GPL-2+): letters and syllables read by native speakers of thirteen languages
-  (`/usr/share/klettres/<language>/{alpha,syllab}/*.ogg`), the text from the language's `sounds.xml`.
+  (`/usr/share/klettres/<language>/{alpha,syllab}/*.ogg`), the text from the language's `sounds.xml`;
+- `fillets-ng-data-cs` and `fillets-ng-data-nl` (GPL-2), with `fillets-ng-data` for the words: Fish Fillets'
+  spoken dialogue, acted in Czech and in Dutch (`/usr/share/games/fillets-ng/sound/<level>/<language>/*.ogg`,
+  the words from `script/<level>/dialogs_<language>.lua`): whole sentences of connected speech, two main voices
+  per language and two dozen minor ones, where the other sources hold single words.
 
 Every English recording (`en`, `en_GB`, `en_AU`, ...) is left out, so no dev-set voice is trained on.
 
@@ -33,6 +37,8 @@ import numpy as np
 
 from assets.model.human_dev import KLETTRES, SAMPLE_RATE, TUXPAINT_STAMPS, DevClip, _decode, align
 
+FILLETS = Path("/usr/share/games/fillets-ng")
+
 TUXPAINT_LANGUAGES = {"fr": "fr", "ru": "ru", "ro": "ro", "ca": "ca", "bg": "bg", "es": "es", "be": "be",
                       "el": "el", "da": "da", "lt": "lt", "nl": "nl"}
 """Tux Paint's description languages → espeak-ng voice."""
@@ -40,6 +46,8 @@ KLETTRES_LANGUAGES = {"cs": "cs", "da": "da", "de": "de", "es": "es", "fr": "fr"
                       "lt": "lt", "nb": "nb", "nl": "nl", "pt_BR": "pt-br", "ru": "ru", "uk": "uk"}
 """KLettres' languages → espeak-ng voice (Arabic, Malayalam, Tswana and Low German left out: espeak-ng
 reads their letters and syllables too poorly to align)."""
+FILLETS_LANGUAGES = {"cs": "cs", "nl": "nl"}
+"""Fish Fillets' spoken dialogue languages → espeak-ng voice (its English package holds effects, no lines)."""
 
 # espeak-ng mnemonics (stress, stød "?", palatal ";", retroflex "." and length marks stripped) → CMU phones.
 _ESPEAK_TO_CMU: dict[str, tuple[str, ...]] = {
@@ -61,6 +69,7 @@ _ESPEAK_TO_CMU: dict[str, tuple[str, ...]] = {
     "iI": ("IY",), "yI": ("IH", "Y"), "uI": ("UW", "Y"), "iU": ("IY", "W"), "Wy": ("OW", "Y"),
     "@U": ("AH", "W"), "yU": ("UW",), "E2": ("EH",), "u#": ("UW",), "ee": ("EY",), "&#": ("AE",),
     "i@": ("IY", "AH"), "i@3": ("IY", "ER"), "A@": ("AA", "R"), "e@": ("EH", "R"),
+    "v#": ("V",), "EI": ("EY",), "VU": ("AW",), "Y:": ("OW",), "J": ("D", "Y"), "r-": ("ER",), "l-": ("AH", "L"),
 }
 ROUNDED_Y_LANGUAGES = frozenset({"fr", "da", "de", "nl", "hu", "nb"})
 """Languages whose espeak "y" is the rounded /y/ of "lune", "Tür"; elsewhere it is an unrounded /ɨ/ or /i/."""
@@ -119,14 +128,35 @@ def _klettres_recordings() -> list[tuple[str, Path, str]]:
     return found
 
 
+_FILLETS_LINE = re.compile(r'dialogId\("([^"]+)",\s*"([^"]*)",[^\n]*\n\s*dialogStr\("((?:[^"\\]|\\.)*)"\)')
+"""A line of a level's `dialogs_<language>.lua`: the sound's name, the speaker's font (one per character), the
+English reference text, then, on the next line, the words spoken in that language."""
+
+
+def _fillets_recordings(root: Path = FILLETS) -> list[tuple[str, Path, str]]:
+    found = []
+    for language in FILLETS_LANGUAGES:
+        for dialogs in sorted((root / "script").glob(f"*/dialogs_{language}.lua")):
+            try:
+                lines = _FILLETS_LINE.findall(dialogs.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError):
+                continue
+            for name, font, text in lines:
+                path = root / "sound" / dialogs.parent.name / language / f"{name}.ogg"
+                if text.strip() and path.is_file():
+                    found.append((f"fillets/{language}/{font.removeprefix('font_')}", path, text))
+    return found
+
+
 def recordings() -> list[tuple[str, Path, str]]:
     """(speaker, path, words) of every non-English recording the installed packages ship."""
-    return _tuxpaint_recordings() + _klettres_recordings()
+    return _tuxpaint_recordings() + _klettres_recordings() + _fillets_recordings()
 
 
 def _voice(speaker: str) -> str:
-    source, language = speaker.split("/")
-    return (TUXPAINT_LANGUAGES if source == "tuxpaint" else KLETTRES_LANGUAGES)[language]
+    source, language = speaker.split("/")[:2]
+    return {"tuxpaint": TUXPAINT_LANGUAGES, "klettres": KLETTRES_LANGUAGES,
+            "fillets": FILLETS_LANGUAGES}[source][language]
 
 
 def _align_all(items: list[tuple[str, Path, str]]) -> tuple[list[DevClip], int, int]:
@@ -178,7 +208,7 @@ def load_clips(items: list[tuple[str, Path, str]] | None = None, log=print,
     """Every recording (of `items`, default all) whose words espeak-ng can spell in CMU phones and whose
     alignment passes QC.
 
-    About 8,000 recordings: aligning them takes 8 minutes of one core, so `workers` processes share them."""
+    About 11,000 recordings: aligning them takes 16 minutes of one core, so `workers` processes share them."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
@@ -231,7 +261,8 @@ CHAIN_S = 4.0
 
 
 def available() -> bool:
-    return TUXPAINT_STAMPS.is_dir() or any((KLETTRES / language).is_dir() for language in KLETTRES_LANGUAGES)
+    return (TUXPAINT_STAMPS.is_dir() or any((KLETTRES / language).is_dir() for language in KLETTRES_LANGUAGES)
+            or (FILLETS / "script").is_dir())
 
 
 def training_examples(augmented_copies: int, seed: int, log=print,
@@ -244,8 +275,8 @@ def training_examples(augmented_copies: int, seed: int, log=print,
     from studio.engine.features import LogMelExtractor
 
     if not available():
-        log("human voices: klettres-data and tuxpaint-stamps-default are not installed; training on synthetic "
-            "speech only (scripts/setup.sh dev installs them)")
+        log("human voices: klettres-data, tuxpaint-stamps-default and fillets-ng-data are not installed; training "
+            "on synthetic speech only (scripts/setup.sh system dev installs them)")
         return []
     clips, _ = load_clips(items, log)
     rng = np.random.default_rng(seed)

@@ -16,6 +16,13 @@ def test_lips_keep_their_shape_when_a_language_is_spelled_in_us_phones():
     assert human_voices.cmu_phones(["m;", "a", "s."], "be") == ["M", "AA", "S"]  # palatal, retroflex marks
 
 
+def test_dutch_and_czech_sounds_keep_what_the_lips_do():
+    assert human_voices.cmu_phones(["v#", "'A", "t"], "nl") == ["V", "AA", "T"]  # "wat": lip to teeth, not rounded
+    assert human_voices.cmu_phones(["b", "l", "'EI", "f"], "nl") == ["B", "L", "EY", "F"]  # "blijf"
+    assert human_voices.cmu_phones(["s", "l", "'Y:", "t", "@", "l"], "nl")[2] == "OW"  # "sleutel": rounded
+    assert human_voices.cmu_phones(["d", "'r-", "Z", "e", "t"], "cs") == ["D", "ER", "ZH", "EH", "T"]  # "držet"
+
+
 def test_a_word_with_a_sound_it_cannot_spell_faithfully_is_dropped():
     assert human_voices.cmu_phones(["p", "a", "B", "o"], "es") is None  # /β/: lips neither shut nor open
     assert human_voices.cmu_phones(["p", "a", "\u00a7"], "es") is None  # a mnemonic nobody mapped
@@ -30,6 +37,26 @@ def test_no_english_voice_is_trained_on_so_the_dev_set_stays_unheard():
     penguin = [text for speaker, path, text in recordings
                if speaker == "tuxpaint/fr" and path.name == "penguin_desc_fr.ogg"]
     assert penguin == ["Un pingouin."]
+
+
+def test_fish_fillets_lines_are_read_in_the_language_they_are_spoken_in():
+    lines = {(speaker, path.name): text for speaker, path, text in human_voices.recordings()
+             if speaker.startswith("fillets/")}
+    assert lines[("fillets/nl/small", "vit-m-hlava.ogg")] == "Ik krijg hoofdpijn van dat hoofd."
+    assert lines[("fillets/cs/small", "vit-m-hlava.ogg")] == "Už mě z té hlavy bolí hlava."
+    assert {"fillets/cs/small", "fillets/cs/big", "fillets/nl/small", "fillets/nl/big"} <= {s for s, _ in lines}
+    assert len(lines) > 3000
+
+
+def test_a_level_whose_dialogue_has_no_recording_gives_no_line(tmp_path):
+    (tmp_path / "script" / "shore").mkdir(parents=True)
+    (tmp_path / "sound" / "shore" / "cs").mkdir(parents=True)
+    (tmp_path / "script" / "shore" / "dialogs_cs.lua").write_text(
+        'dialogId("sh-m-voda", "font_small", "Water.")\ndialogStr("Voda.")\n\n'
+        'dialogId("sh-v-nic", "font_big", "Nothing.")\ndialogStr("Nic.")\n', encoding="utf-8")
+    (tmp_path / "sound" / "shore" / "cs" / "sh-m-voda.ogg").write_bytes(b"")
+    assert human_voices._fillets_recordings(tmp_path) == [
+        ("fillets/cs/small", tmp_path / "sound" / "shore" / "cs" / "sh-m-voda.ogg", "Voda.")]
 
 
 def test_a_french_description_aligns_into_the_phones_espeak_spells():
