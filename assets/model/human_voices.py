@@ -1,4 +1,4 @@
-"""Training speech from real people: the non-English recordings that Debian's education packages ship.
+"""Training speech from real people: the non-English recordings that Debian's education and game packages ship.
 
 The synthetic corpus never shows how a real mouth sounds: a /b/ voiced before its release, an /m/ murmur
 that fades, a vowel that dies away into a pause. Debian ships thousands of real recordings whose words
@@ -208,7 +208,7 @@ def load_clips(items: list[tuple[str, Path, str]] | None = None, log=print,
     """Every recording (of `items`, default all) whose words espeak-ng can spell in CMU phones and whose
     alignment passes QC.
 
-    About 11,000 recordings: aligning them takes 16 minutes of one core, so `workers` processes share them."""
+    About 11,500 recordings: aligning them takes 13 minutes of one core, so `workers` processes share them."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
