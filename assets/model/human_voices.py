@@ -153,10 +153,13 @@ def recordings() -> list[tuple[str, Path, str]]:
     return _tuxpaint_recordings() + _klettres_recordings() + _fillets_recordings()
 
 
+_LANGUAGES = {"tuxpaint": TUXPAINT_LANGUAGES, "klettres": KLETTRES_LANGUAGES, "fillets": FILLETS_LANGUAGES}
+"""Each source's languages → espeak-ng voice, by the first part of a speaker's name ("fillets/cs/small")."""
+
+
 def _voice(speaker: str) -> str:
     source, language = speaker.split("/")[:2]
-    return {"tuxpaint": TUXPAINT_LANGUAGES, "klettres": KLETTRES_LANGUAGES,
-            "fillets": FILLETS_LANGUAGES}[source][language]
+    return _LANGUAGES[source][language]
 
 
 def _align_all(items: list[tuple[str, Path, str]]) -> tuple[list[DevClip], int, int]:
@@ -281,7 +284,7 @@ def training_examples(augmented_copies: int, seed: int, log=print,
     clips, _ = load_clips(items, log)
     rng = np.random.default_rng(seed)
     joined = chained(clips, CHAIN_S, rng)
-    del clips  # the joined clips hold the audio now; one copy of 2.3 h is enough while training
+    del clips  # the joined clips hold the audio now; one copy of 3.8 h is enough while training
     extractor = LogMelExtractor()
     examples = []
     joined.reverse()
