@@ -15,11 +15,14 @@ while the English recordings of the same packages stay in the human dev set (`hu
 - `fillets-ng-data-cs` and `fillets-ng-data-nl` (GPL-2), with `fillets-ng-data` for the words: Fish Fillets'
   spoken dialogue, acted in Czech and in Dutch (`/usr/share/games/fillets-ng/sound/<level>/<language>/*.ogg`,
   the words from `script/<level>/dialogs_<language>.lua`): whole sentences of connected speech, two main voices
-  per language and two dozen minor ones, where the other sources hold single words.
+  per language and two dozen minor ones, where the other sources hold single words;
+- `festvox-ru` (BSD-like): the 620 sentences, 1.7 h, that a Russian man read for festival's `msu_ru_nsh` voice
+  (`/usr/share/festival/voices/russian/msu_ru_nsh_clunits/{wav,lab}`): read connected speech, as users speak
+  into a microphone, with the phone labels the voice was built from, so it needs no alignment.
 
 Every English recording (`en`, `en_GB`, `en_AU`, ...) is left out, so no dev-set voice is trained on.
 
-Phone timing: espeak-ng gives each word's phonemes in its language; they are mapped to the nearest US
+Phone timing (all but `festvox-ru`): espeak-ng gives each word's phonemes in its language; they are mapped to the nearest US
 English phone (keeping what the lips do: /y/ and /ø/ stay rounded, Spanish and Catalan /β/, whose lips do
 not quite meet, drop the clip) and pocketsphinx forces the alignment with its US-English acoustic model.
 The alignment passes the same QC as the dev set's (`human_dev.align`), and the targets come from the
@@ -38,6 +41,7 @@ import numpy as np
 from assets.model.human_dev import KLETTRES, SAMPLE_RATE, TUXPAINT_STAMPS, DevClip, _decode, align
 
 FILLETS = Path("/usr/share/games/fillets-ng")
+FESTVOX_RU = Path("/usr/share/festival/voices/russian/msu_ru_nsh_clunits")
 
 TUXPAINT_LANGUAGES = {"fr": "fr", "ru": "ru", "ro": "ro", "ca": "ca", "bg": "bg", "es": "es", "be": "be",
                       "el": "el", "da": "da", "lt": "lt", "nl": "nl"}
@@ -148,6 +152,71 @@ def _fillets_recordings(root: Path = FILLETS) -> list[tuple[str, Path, str]]:
     return found
 
 
+# festvox-ru's phones (doubled letters are the soft consonants, which keep their hard pair's lips; "a", "ae",
+# "ay" are reduced vowels, "ur" a reduced /u/) → CMU phones.
+_MSU_RU_TO_CMU: dict[str, tuple[str, ...]] = {
+    "pau": ("SIL",), "ii": ("IY",), "i": ("IY",), "yy": ("IH",), "y": ("IH",), "uu": ("UW",), "u": ("UW",),
+    "ur": ("UH",), "ee": ("EH",), "e": ("IH",), "oo": ("OW",), "aa": ("AA",), "a": ("AH",), "ae": ("AH",),
+    "ay": ("AH",), "p": ("P",), "pp": ("P",), "b": ("B",), "bb": ("B",), "m": ("M",), "mm": ("M",),
+    "f": ("F",), "ff": ("F",), "v": ("V",), "vv": ("V",), "t": ("T",), "tt": ("T",), "d": ("D",), "dd": ("D",),
+    "k": ("K",), "kk": ("K",), "g": ("G",), "gg": ("G",), "c": ("T", "S"), "ch": ("CH",), "s": ("S",),
+    "ss": ("S",), "z": ("Z",), "zz": ("Z",), "sh": ("SH",), "sch": ("SH",), "zh": ("ZH",), "h": ("HH",),
+    "hh": ("HH",), "n": ("N",), "nn": ("N",), "l": ("L",), "ll": ("L",), "r": ("R",), "rr": ("R",), "j": ("Y",),
+}
+LABELLED_SPEAKER = "festvox/ru/nsh"
+
+
+def labelled_clips(root: Path = FESTVOX_RU) -> tuple[list[DevClip], int]:
+    """Clips of the festival voice's recordings in `root`, timed by the voice's own phone labels, and how
+    many recordings were dropped: a label file that is missing, out of order, ends more than 50 ms away
+    from its audio's end, or holds a phone with no mapping.
+
+    A label file lists each phone's end time after a line "#"; a phone that maps to two CMU phones (the
+    affricate "c", /ts/) is split in half."""
+    from studio.engine.sources import AudioInputError
+
+    ids = re.findall(r"^\( (\S+) \"(.*)\" \)$", _read(root / "etc" / "txt.done.data"), re.MULTILINE)
+    clips, dropped = [], 0
+    for name, text in ids:
+        phones = _labelled_phones(_read(root / "lab" / f"{name}.lab"))
+        try:
+            audio = _decode(root / "wav" / f"{name}.wav") if phones else None
+        except AudioInputError:
+            audio = None
+        if audio is None or abs(phones[-1][2] - len(audio) / SAMPLE_RATE) > 0.05:
+            dropped += 1
+            continue
+        clips.append(DevClip(root / "wav" / f"{name}.wav", LABELLED_SPEAKER, text, audio, phones))
+    return clips, dropped
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return ""
+
+
+def _labelled_phones(label: str) -> tuple[tuple[str, float, float], ...] | None:
+    lines = [line.strip() for line in label.splitlines()]
+    if "#" not in lines:
+        return None
+    rows = [line.split() for line in lines[lines.index("#") + 1:] if line]
+    phones, start = [], 0.0
+    for row in rows:
+        try:
+            end = float(row[0])
+        except (ValueError, IndexError):
+            return None
+        mapped = _MSU_RU_TO_CMU.get(row[-1])
+        if mapped is None or end <= start:
+            return None
+        step = (end - start) / len(mapped)
+        phones += [(phone, start + i * step, start + (i + 1) * step) for i, phone in enumerate(mapped)]
+        start = end
+    return tuple(phones) or None
+
+
 def recordings() -> list[tuple[str, Path, str]]:
     """(speaker, path, words) of every non-English recording the installed packages ship."""
     return _tuxpaint_recordings() + _klettres_recordings() + _fillets_recordings()
@@ -209,7 +278,7 @@ def _align_all(items: list[tuple[str, Path, str]]) -> tuple[list[DevClip], int, 
 def load_clips(items: list[tuple[str, Path, str]] | None = None, log=print,
                workers: int = 2) -> tuple[list[DevClip], dict]:
     """Every recording (of `items`, default all) whose words espeak-ng can spell in CMU phones and whose
-    alignment passes QC.
+    alignment passes QC; with the default, also every recording of `festvox-ru` whose labels pass QC.
 
     About 11,500 recordings: aligning them takes 13 minutes of one core, so `workers` processes share them."""
     import multiprocessing
@@ -220,8 +289,10 @@ def load_clips(items: list[tuple[str, Path, str]] | None = None, log=print,
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         parts = list(pool.map(_align_all, shares))
     clips = [clip for part, _, _ in parts for clip in part]
-    summary = {"recordings": len(everything), "clips": len(clips),
-               "qc_dropped": sum(p[2] for p in parts), "not_spelled": sum(p[1] for p in parts),
+    labelled, unlabelled = labelled_clips() if items is None and FESTVOX_RU.is_dir() else ([], 0)
+    clips += labelled
+    summary = {"recordings": len(everything) + len(labelled) + unlabelled, "clips": len(clips),
+               "qc_dropped": sum(p[2] for p in parts) + unlabelled, "not_spelled": sum(p[1] for p in parts),
                "audio_s": round(sum(len(c.audio) for c in clips) / SAMPLE_RATE, 1),
                "speakers": sorted({c.speaker for c in clips})}
     log(f"human voices: {len(clips)} clips ({summary['audio_s']:.0f} s) from {len(summary['speakers'])} speakers; "
@@ -265,7 +336,7 @@ CHAIN_S = 4.0
 
 def available() -> bool:
     return (TUXPAINT_STAMPS.is_dir() or any((KLETTRES / language).is_dir() for language in KLETTRES_LANGUAGES)
-            or (FILLETS / "script").is_dir())
+            or (FILLETS / "script").is_dir() or FESTVOX_RU.is_dir())
 
 
 def training_examples(augmented_copies: int, seed: int, log=print,
@@ -278,13 +349,13 @@ def training_examples(augmented_copies: int, seed: int, log=print,
     from studio.engine.features import LogMelExtractor
 
     if not available():
-        log("human voices: klettres-data, tuxpaint-stamps-default and fillets-ng-data are not installed; training "
+        log("human voices: klettres-data, tuxpaint-stamps-default, fillets-ng-data and festvox-ru are not installed; training "
             "on synthetic speech only (scripts/setup.sh system dev installs them)")
         return []
     clips, _ = load_clips(items, log)
     rng = np.random.default_rng(seed)
     joined = chained(clips, CHAIN_S, rng)
-    del clips  # the joined clips hold the audio now; one copy of 3.8 h is enough while training
+    del clips  # the joined clips hold the audio now; one copy of 5.5 h is enough while training
     extractor = LogMelExtractor()
     examples = []
     joined.reverse()

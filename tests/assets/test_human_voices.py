@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import wave
+
 import numpy as np
 
 from assets.model import human_voices
@@ -57,6 +59,55 @@ def test_a_level_whose_dialogue_has_no_recording_gives_no_line(tmp_path):
     (tmp_path / "sound" / "shore" / "cs" / "sh-m-voda.ogg").write_bytes(b"")
     assert human_voices._fillets_recordings(tmp_path) == [
         ("fillets/cs/small", tmp_path / "sound" / "shore" / "cs" / "sh-m-voda.ogg", "Voda.")]
+
+
+def test_the_russian_readers_sentences_come_timed_by_the_voices_own_labels():
+    clips, dropped = human_voices.labelled_clips()
+    assert (len(clips), dropped) == (620, 0)
+    first = clips[0]
+    assert first.speaker == "festvox/ru/nsh" and first.text.startswith("Корреспондент, американской газеты")
+    assert [phone for phone, _, _ in first.phones[:4]] == ["SIL", "K", "AH", "R"]
+    assert first.phones[1][1:] == (0.342, 0.392)
+    assert abs(first.phones[-1][2] - len(first.audio) / 16000) < 0.05
+    spoken = {phone for clip in clips for phone, _, _ in clip.phones}
+    assert {"P", "B", "M", "UW", "OW", "V", "F"} <= spoken
+
+
+def _festival_voice(root, labels: dict[str, str], seconds: float = 1.0):
+    (root / "etc").mkdir(parents=True)
+    (root / "lab").mkdir()
+    (root / "wav").mkdir()
+    (root / "etc" / "txt.done.data").write_text(
+        "".join(f'( {name} "{name} words" )\n' for name in labels), encoding="utf-8")
+    for name, label in labels.items():
+        (root / "lab" / f"{name}.lab").write_text(label, encoding="utf-8")
+        with wave.open(str(root / "wav" / f"{name}.wav"), "wb") as out:
+            out.setnchannels(1)
+            out.setsampwidth(2)
+            out.setframerate(16000)
+            out.writeframes(np.zeros(int(seconds * 16000), np.int16).tobytes())
+
+
+def test_soft_consonants_keep_their_lips_and_an_affricate_is_split_in_half(tmp_path):
+    _festival_voice(tmp_path, {"ru_1": "#\n0.2 125 pau\n0.3 125 mm\n0.5 125 c\n0.6 125 oo\n1.0 125 pau\n"})
+    (clip,), dropped = human_voices.labelled_clips(tmp_path)
+    assert dropped == 0 and clip.text == "ru_1 words"
+    assert [(name, round(start, 3), round(end, 3)) for name, start, end in clip.phones] == [
+        ("SIL", 0.0, 0.2), ("M", 0.2, 0.3), ("T", 0.3, 0.4), ("S", 0.4, 0.5), ("OW", 0.5, 0.6), ("SIL", 0.6, 1.0)]
+
+
+def test_a_recording_whose_labels_cannot_be_trusted_is_dropped(tmp_path):
+    _festival_voice(tmp_path, {
+        "unknown_phone": "#\n0.5 125 pau\n1.0 125 qq\n",
+        "out_of_order": "#\n0.5 125 pau\n0.4 125 m\n1.0 125 pau\n",
+        "too_short": "#\n0.5 125 pau\n0.7 125 m\n",
+        "no_header": "0.5 125 pau\n1.0 125 m\n",
+        "missing": "#\n1.0 125 pau\n",
+        "good": "#\n0.5 125 pau\n1.0 125 b\n",
+    })
+    (tmp_path / "lab" / "missing.lab").unlink()
+    clips, dropped = human_voices.labelled_clips(tmp_path)
+    assert [clip.path.stem for clip in clips] == ["good"] and dropped == 5
 
 
 def test_a_french_description_aligns_into_the_phones_espeak_spells():
