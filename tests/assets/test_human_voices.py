@@ -73,6 +73,13 @@ def test_the_russian_readers_sentences_come_timed_by_the_voices_own_labels():
     assert {"P", "B", "M", "UW", "OW", "V", "F"} <= spoken
 
 
+def test_training_on_every_source_takes_the_read_sentences_without_aligning_them(monkeypatch):
+    monkeypatch.setattr(human_voices, "recordings", lambda: [])
+    clips, summary = human_voices.load_clips(log=lambda *_: None, workers=1)
+    assert len(clips) == summary["clips"] == summary["recordings"] == 620
+    assert summary["speakers"] == [human_voices.LABELLED_SPEAKER] and summary["qc_dropped"] == 0
+
+
 def _festival_voice(root, labels: dict[str, str], seconds: float = 1.0):
     (root / "etc").mkdir(parents=True)
     (root / "lab").mkdir()
