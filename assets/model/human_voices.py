@@ -22,9 +22,10 @@ while the English recordings of the same packages stay in the human dev set (`hu
 
 Every English recording (`en`, `en_GB`, `en_AU`, ...) is left out, so no dev-set voice is trained on.
 
-Phone timing (all but `festvox-ru`): espeak-ng gives each word's phonemes in its language; they are mapped to the nearest US
-English phone (keeping what the lips do: /y/ and /ø/ stay rounded, Spanish and Catalan /β/, whose lips do
-not quite meet, drop the clip) and pocketsphinx forces the alignment with its US-English acoustic model.
+Phone timing (all but `festvox-ru`): espeak-ng gives each word's phonemes in its language; they are mapped
+to the nearest US English phone (keeping what the lips do: /y/ and /ø/ stay rounded, Spanish and Catalan /β/,
+whose lips do not quite meet, drop the clip) and pocketsphinx forces the alignment with its US-English
+acoustic model.
 The alignment passes the same QC as the dev set's (`human_dev.align`), and the targets come from the
 aligned phones the same way (`human_dev.to_examples`).
 """
@@ -349,8 +350,8 @@ def training_examples(augmented_copies: int, seed: int, log=print,
     from studio.engine.features import LogMelExtractor
 
     if not available():
-        log("human voices: klettres-data, tuxpaint-stamps-default, fillets-ng-data and festvox-ru are not installed; training "
-            "on synthetic speech only (scripts/setup.sh system dev installs them)")
+        log("human voices: klettres-data, tuxpaint-stamps-default, fillets-ng-data and festvox-ru are not installed; "
+            "training on synthetic speech only (scripts/setup.sh system dev installs them)")
         return []
     clips, _ = load_clips(items, log)
     rng = np.random.default_rng(seed)
