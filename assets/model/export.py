@@ -5,8 +5,8 @@ Graph inputs: `features` (1, k, 80) raw log-mel and `state` (1, S, C) conv buffe
 `new_state`. k is dynamic: k = 1 streams one hop, k = T with a zero state is the offline pass.
 Metadata props carry what the runtime needs (lookahead, state shape, feature settings).
 
-The offline model (live net + refiner, `export_offline`) has three buffer inputs, `state`,
-`state_refiner` and `state_delay`, each with its `new_` output; the runtime reads their shapes
+The offline model (live net + wide-lookahead net, `export_offline`) has three buffer inputs, `state`,
+`state_wide` and `state_delay`, each with its `new_` output; the runtime reads their shapes
 from the graph.
 """
 
@@ -84,12 +84,12 @@ def export_fp32(net: FaceNet, path: Path) -> Path:
 
 
 def export_offline(net: OfflineFaceNet, path: Path) -> Path:
-    """The live net and its refiner as one streaming graph (fp32, weights inside)."""
+    """The live net and the wide-lookahead net as one streaming graph (fp32, weights inside)."""
     import onnx
 
     net = net.eval()
     states = net.initial_states(1)
-    state_names = ["state", "state_refiner", "state_delay"]
+    state_names = ["state", "state_wide", "state_delay"]
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as scratch:
         raw_path = Path(scratch) / "raw.onnx"
@@ -108,8 +108,8 @@ def export_offline(net: OfflineFaceNet, path: Path) -> Path:
     metadata = model_metadata(net.live)
     metadata.update({
         "lookahead_frames": str(net.lookahead),
-        "refiner_delay_frames": str(net.refiner.delay),
-        "receptive_field_frames": str(net.live.receptive_field_frames + net.refiner.state_frames),
+        "live_delay_frames": str(net.delay),
+        "receptive_field_frames": str(max(net.live.receptive_field_frames + net.delay, net.wide.receptive_field_frames)),
     })
     _set_metadata(model, metadata)
     onnx.save_model(model, str(path), save_as_external_data=False)

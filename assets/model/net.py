@@ -122,103 +122,58 @@ class StreamingExport(nn.Module):
 
 
 N_OUTPUTS = N_ARKIT + N_VISEMES + 1
-REFINER_DILATIONS = (1, 2, 4, 8, 16)
 
 
-class Refiner(nn.Module):
-    """The offline model's second pass: corrects the live net's raw outputs with context on both sides.
+def either_belief(first: torch.Tensor, second: torch.Tensor, chosen: torch.Tensor) -> torch.Tensor:
+    """The mean of two viseme distributions, except that each class where the bool mask `chosen` is set takes
+    the larger of the two beliefs (the other classes scaled so the whole still sums to 1).
 
-    It reads the live net's raw outputs (not the audio: a refiner that also read the log-mel frames
-    learned the training voices' sound and was no better on held-out voices), and is causal like the
-    live net, but its output is the live output `delay` hops back plus a learned correction: so it has
-    seen `delay` hops after the instant it corrects (a p/b/m's release, the vowel after a /w/) as well
-    as the hops before. The correction's last layer starts at zero, so training starts from the live
-    model's own output.
+    The offline model's two nets miss different closures: the live net shuts the lips on p/b/m it hears
+    while they are held, the wide one on those it knows only from their release. A closure (or a rounding)
+    either net believes in is shown; for everything else they vote.
     """
-
-    def __init__(self, channels: int = 64, dilations: tuple[int, ...] = REFINER_DILATIONS, kernel_size: int = 3,
-                 delay: int | None = None) -> None:
-        super().__init__()
-        self.channels = channels
-        self.dilations = tuple(dilations)
-        self.kernel_size = kernel_size
-        self.register_buffer("raw_mean", torch.zeros(N_OUTPUTS))
-        self.register_buffer("raw_std", torch.ones(N_OUTPUTS))
-        self.inp = nn.Linear(N_OUTPUTS, channels)
-        self.blocks = nn.ModuleList(CausalBlock(channels, d, kernel_size) for d in self.dilations)
-        self.head = nn.Linear(channels, N_OUTPUTS)
-        nn.init.zeros_(self.head.weight)
-        nn.init.zeros_(self.head.bias)
-        self.delay = max(1, self.state_frames // 2) if delay is None else delay  # centred: as much ahead as behind
-
-    @property
-    def state_frames(self) -> int:
-        return sum(block.history for block in self.blocks)
-
-    def initial_states(self, batch: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
-        return torch.zeros(batch, self.state_frames, self.channels), torch.zeros(batch, self.delay, N_OUTPUTS)
-
-    def step(self, live_raw: torch.Tensor, state: torch.Tensor,
-             delayed: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """live raw outputs (B, k, 68), conv state, delay line (B, delay, 68) -> (corrected raw outputs (B, k, 68)
-        depicting `delay` hops earlier than the live ones, the live outputs they correct, new state, new delay line)."""
-        x, new_state = run_blocks(self.blocks, self.inp((live_raw - self.raw_mean) / self.raw_std), state)
-        line = torch.cat([delayed, live_raw], dim=1)
-        frames = live_raw.shape[1]
-        base = line[:, :frames]
-        return base + self.head(F.relu(x)), base, new_state, line[:, frames:]
-
-
-class CachedRefiner(nn.Module):
-    """Training view of a Refiner over whole crops of live outputs computed beforehand, (B, T, 68).
-
-    `lookahead` is the total lag behind the audio (live lookahead + delay), which the training loss compensates.
-    """
-
-    def __init__(self, refiner: Refiner, live: FaceNet) -> None:
-        super().__init__()
-        self.refiner = refiner
-        self.lookahead = live.lookahead + refiner.delay
-
-    def forward(self, live_raw: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        state, delayed = (s.to(live_raw) for s in self.refiner.initial_states(live_raw.shape[0]))
-        raw, _, _, _ = self.refiner.step(live_raw, state, delayed)
-        return split_outputs(raw)
-
-
-def either_closure(visemes: torch.Tensor, live_visemes: torch.Tensor, closure: int) -> torch.Tensor:
-    """Viseme probabilities whose p/b/m belief is the larger of the two passes' (the others scaled to sum to 1).
-
-    The live net, trained far longer, finds more of the closures of voices it never heard; the refiner is
-    surer of everything else. A closure either pass believes in is shown.
-    """
-    mine = visemes[..., closure]
-    either = torch.maximum(mine, live_visemes[..., closure])
-    scaled = visemes * ((1.0 - either) / (1.0 - mine).clamp(min=1e-6))[..., None]
-    return torch.cat([scaled[..., :closure], either[..., None], scaled[..., closure + 1 :]], dim=-1)
+    mean = (first + second) / 2
+    raised = torch.where(chosen, torch.maximum(first, second), mean)
+    raised_sum = (raised * chosen).sum(-1, keepdim=True)
+    rest_sum = (mean * ~chosen).sum(-1, keepdim=True)
+    rest_scale = (1.0 - raised_sum).clamp(min=0.0) / rest_sum.clamp(min=1e-6)
+    combined = torch.where(chosen, raised, mean * rest_scale)
+    return combined / combined.sum(-1, keepdim=True).clamp(min=1e-6)
 
 
 class OfflineFaceNet(nn.Module):
-    """The full-context offline model: the live net, then the refiner; one streaming step, three buffers."""
+    """The full-context offline model: the live net and a wide-lookahead net over the same audio.
 
-    def __init__(self, live: FaceNet, refiner: Refiner, closure: int) -> None:
+    `wide` is a FaceNet trained to draw each frame `wide.lookahead` hops after hearing it (it hears a
+    voiceless /p/'s release, the vowel after a /w/); the live net's outputs wait in a delay line until
+    they depict the same instant. Their shapes are averaged and their visemes combined by
+    `either_belief`. One streaming step, three buffers: the two nets' states and the delay line.
+    """
+
+    def __init__(self, live: FaceNet, wide: FaceNet, classes: tuple[int, ...]) -> None:
         super().__init__()
+        if wide.lookahead <= live.lookahead:
+            raise ValueError(f"the wide net's lookahead ({wide.lookahead}) must exceed the live net's ({live.lookahead})")
         self.live = live
-        self.refiner = refiner
-        self.closure = closure
+        self.wide = wide
+        self.register_buffer("chosen", torch.tensor([k in classes for k in range(N_VISEMES)]), persistent=False)
+        self.delay = wide.lookahead - live.lookahead
 
     @property
     def lookahead(self) -> int:
-        return self.live.lookahead + self.refiner.delay
+        return self.wide.lookahead
 
     def initial_states(self, batch: int = 1) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        return (self.live.initial_state(batch), *self.refiner.initial_states(batch))
+        return self.live.initial_state(batch), self.wide.initial_state(batch), torch.zeros(batch, self.delay, N_OUTPUTS)
 
-    def forward(self, features: torch.Tensor, state: torch.Tensor, state_refiner: torch.Tensor,
+    def forward(self, features: torch.Tensor, state: torch.Tensor, state_wide: torch.Tensor,
                 state_delay: torch.Tensor):
         live_raw, new_state = self.live.step(features, state)
-        raw, base, new_refiner, new_delay = self.refiner.step(live_raw, state_refiner, state_delay)
-        arkit, viseme_logits, vad_logit = split_outputs(raw)
-        visemes = either_closure(torch.softmax(viseme_logits, dim=-1),
-                                 torch.softmax(split_outputs(base)[1], dim=-1), self.closure)
-        return arkit, visemes, torch.sigmoid(vad_logit), new_state, new_refiner, new_delay
+        wide_raw, new_wide = self.wide.step(features, state_wide)
+        line = torch.cat([state_delay, live_raw], dim=1)
+        frames = features.shape[1]
+        live_arkit, live_visemes, live_vad = split_outputs(line[:, :frames])
+        wide_arkit, wide_visemes, wide_vad = split_outputs(wide_raw)
+        visemes = either_belief(torch.softmax(live_visemes, dim=-1), torch.softmax(wide_visemes, dim=-1), self.chosen)
+        voice = (torch.sigmoid(live_vad) + torch.sigmoid(wide_vad)) / 2
+        return (live_arkit + wide_arkit) / 2, visemes, voice, new_state, new_wide, line[:, frames:]

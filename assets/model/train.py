@@ -10,7 +10,8 @@ phoneme timing, augmented) and assets/model/human_voices.py (real people's recor
 force-aligned). Loss: L1 on the 52 weights, mouth and jaw shapes weighted up and p/b/m
 closure frames weighted up again (lip closure was the weakest part in an earlier experiment),
 cross-entropy on the 15 visemes and BCE on voice activity. After the live model, the offline
-model's refiner is trained on its outputs (refine.py) and kept only if `offline_model_is_better`.
+model's wide-lookahead net is fine-tuned from it (`train_offline`), and the pair is kept only if
+`offline_model_is_better`.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ OTHER_WEIGHT = 0.25
 CLOSURE_WEIGHT = 4.0
 ROUNDING_WEIGHT = 2.0  # oo/oh/w frames: rounding was under-done on human voices
 LIVE_LOOKAHEAD = 1  # 10 ms: the live model (face_fp32/int8.onnx)
-REFINER_MINUTES = 10.0  # the offline model's refiner (face_offline.onnx, for files, takes and render --audio)
+OFFLINE_LOOKAHEAD = 12  # 120 ms: the offline model's wide net (face_offline.onnx, for files, takes and render --audio)
+OFFLINE_MINUTES = 10.0  # the wide net's fine-tune from the live model
 
 
 @dataclass
@@ -323,7 +325,7 @@ def train(config: TrainConfig, log=print, examples: list[Example] | None = None,
 
 
 def live_model_from_onnx(path: Path, config: TrainConfig):
-    """A trained live FaceNet back from its exported ONNX file (the refiner's frozen first pass)."""
+    """A trained live FaceNet back from its exported ONNX file (the offline model's first net)."""
     from assets.model.net import FaceNet
 
     net = FaceNet(channels=config.channels, lookahead=config.lookahead)
@@ -332,7 +334,7 @@ def live_model_from_onnx(path: Path, config: TrainConfig):
 
 
 def _previous_training_summary(report: Path | None) -> dict:
-    """The live model's training figures from the existing report, kept when only the refiner is retrained."""
+    """The live model's training figures from the existing report, kept when only the offline model is retrained."""
     previous = (report or Path("docs/model_report.md")).with_suffix(".json")
     if previous.is_file():
         return dict(json.loads(previous.read_text()).get("training") or {})
@@ -345,6 +347,20 @@ def save_checkpoint(net, config: TrainConfig, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.save({"config": {"channels": config.channels, "lookahead": config.lookahead},
                 "state_dict": net.state_dict()}, path)
+
+
+def train_offline(live, live_path: Path, examples: list[Example], config: TrainConfig, log=print):
+    """The offline model for `live` (exported at `live_path`): a copy of it fine-tuned to draw each frame
+    OFFLINE_LOOKAHEAD hops after hearing it, paired with it (net.OfflineFaceNet); (model, summary dict).
+
+    A wider lookahead alone closes fewer human p/b/m than the live net (it is surer of its visemes, and on
+    an unheard voice surely wrong), but it closes others the live net misses: the voiceless closures it
+    knows only by their release. Together they close more than either (docs/model_comparison.md, tenth round).
+    """
+    from assets.model.net import OfflineFaceNet
+
+    wide, summary = train(config.with_lookahead(OFFLINE_LOOKAHEAD), log=log, examples=examples, init=live_path)
+    return OfflineFaceNet(live.eval(), wide.eval(), (closure_class(), *rounded_classes())).eval(), summary
 
 
 def offline_model_is_better(results: dict) -> bool:
@@ -377,19 +393,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--init", type=Path, help="warm start both models from this exported face model (.onnx)")
     parser.add_argument("--corpus-cache", type=Path, help="reuse (or create) the built corpus here (.npz)")
     parser.add_argument("--offline-only", action="store_true",
-                        help="keep the live model given by --init; train only the offline model's refiner on it")
-    parser.add_argument("--refiner-minutes", type=float, help=f"refiner time budget (default {REFINER_MINUTES:g})")
+                        help="keep the live model given by --init; train only the offline model's wide net from it")
+    parser.add_argument("--offline-minutes", type=float,
+                        help=f"the offline model's wide net's time budget (default {OFFLINE_MINUTES:g})")
     parser.add_argument("--equaliser-db", type=float,
                         help="colour half the training crops by a random equaliser this wide (train.colour; default off)")
     args = parser.parse_args(argv)
     if args.offline_only and args.init is None:
-        parser.error("--offline-only needs --init LIVE_MODEL.onnx (the live model the refiner corrects)")
+        parser.error("--offline-only needs --init LIVE_MODEL.onnx (the live model the offline model starts from)")
     config = TrainConfig.tiny() if args.tiny else TrainConfig(minutes=14.0)
     if args.minutes is not None:
         config.minutes = args.minutes
     if args.equaliser_db is not None:
         config.equaliser_db = args.equaliser_db
-    refiner_minutes = args.refiner_minutes or (config.minutes if args.tiny else REFINER_MINUTES)
+    offline_minutes = args.offline_minutes or (config.minutes if args.tiny else OFFLINE_MINUTES)
     started = time.perf_counter()
     if args.corpus_cache and args.corpus_cache.is_file():
         examples = load_examples(args.corpus_cache)
@@ -404,7 +421,6 @@ def main(argv: list[str] | None = None) -> None:
 
     from assets.model.evaluate import evaluate_and_report
     from assets.model.export import export_all, export_offline
-    from assets.model.refine import train_refiner
 
     checkpoint = args.checkpoint or Path("build/face_model") / ("face_tiny.pt" if args.tiny else "face.pt")
     live_config = config.with_lookahead(LIVE_LOOKAHEAD)
@@ -416,7 +432,8 @@ def main(argv: list[str] | None = None) -> None:
         live, summary = train(live_config, examples=examples, corpus_s=corpus_s, init=args.init)
         save_checkpoint(live, live_config, checkpoint)
         paths = export_all(live, args.out)
-    offline, offline_summary = train_refiner(live, examples, dataclasses.replace(config, minutes=refiner_minutes))
+    offline, offline_summary = train_offline(live, paths["fp32"], examples,
+                                             dataclasses.replace(config, minutes=offline_minutes))
     paths["offline"] = export_offline(offline, Path(args.out) / "face_offline.onnx")
     summary["offline_model"] = offline_summary
     elapsed = round(time.perf_counter() - started, 1)

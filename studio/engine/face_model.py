@@ -5,8 +5,8 @@ the conv buffers in, face outputs plus new buffers out. `step()` keeps the buffe
 calls; `run_offline()` runs a whole sequence and compensates the model's lookahead, so
 that output frame t depicts media time t * 10 ms.
 
-The live models have one buffer input, `state`; the offline model has several (its live part's,
-its refiner's and a delay line), each a `state*` input with a `new_state*` output. The runtime
+The live models have one buffer input, `state`; the offline model has several (its live net's,
+its wide-lookahead net's and a delay line), each a `state*` input with a `new_state*` output. The runtime
 takes the buffers' shapes from the graph, so it runs either kind the same way.
 """
 

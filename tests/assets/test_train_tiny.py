@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from assets.model.train import OFFLINE_LOOKAHEAD
 from studio.engine.face_model import FaceModel
 from studio.engine.features import LogMelExtractor
 
@@ -33,7 +34,7 @@ def test_tiny_training_run_exports_onnx_models_that_load_and_stream(tmp_path):
         assert np.all(np.isfinite(out_frames.arkit))
     offline = FaceModel("offline", path=out / "face_offline.onnx")
     live = FaceModel("fp32", path=out / "face_fp32.onnx")
-    assert offline.lookahead_frames > 20 * live.lookahead_frames  # hears hundreds of ms after the frame it draws
+    assert offline.lookahead_frames == OFFLINE_LOOKAHEAD > live.lookahead_frames  # hears the release after a closure
     features = LogMelExtractor().compute(0.1 * np.random.default_rng(1).standard_normal(16000))
     whole = offline.run_offline(features)
     streamed = np.concatenate([offline.step(features[k:k + 7]).arkit for k in range(0, len(features), 7)])
@@ -45,6 +46,7 @@ def test_tiny_training_run_exports_onnx_models_that_load_and_stream(tmp_path):
         assert isinstance(report[key], float), key
     assert report["training"]["train_steps"] > 0
     assert report["training"]["equaliser_db"] == 12.0
-    assert report["training"]["offline_model"]["refiner_train_steps"] > 0
+    assert report["training"]["offline_model"]["train_steps"] > 0
+    assert report["training"]["offline_model"]["lookahead_ms"] == OFFLINE_LOOKAHEAD * 10
     assert "offline_full_context" in report["articulation"] and "lipsync" in report["articulation"]
     assert (tmp_path / "report.md").read_text().startswith("# Face model report")
