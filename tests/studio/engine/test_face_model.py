@@ -18,7 +18,7 @@ def fp32() -> FaceModel:
 
 
 def test_shipped_models_exist_and_are_single_files():
-    for variant in ("fp32", "int8"):
+    for variant in ("fp32", "int8", "offline"):
         path = default_model_path(variant)
         assert path.is_file()
         assert not path.with_name(path.name + ".data").exists()
@@ -38,6 +38,21 @@ def test_streamed_steps_match_the_offline_pass(fp32):
     streamed_visemes = np.concatenate([s.visemes for s in steps])
     np.testing.assert_allclose(streamed_arkit[lag:], offline.arkit[: len(features) - lag], atol=1e-4)
     np.testing.assert_allclose(streamed_visemes[lag:], offline.visemes[: len(features) - lag], atol=1e-4)
+
+
+def test_the_shipped_offline_model_hears_further_ahead_and_streams_as_it_runs_whole(fp32):
+    from studio.engine.offline import offline_variant
+
+    model = FaceModel("offline")
+    assert offline_variant() == "offline"  # lipsync, render --audio and take export use it
+    assert model.lookahead_frames > 10 * fp32.lookahead_frames  # hears a /p/'s release after the closure
+    features = _features(2.0, seed=7)
+    whole = model.run_offline(features)
+    np.testing.assert_allclose(whole.visemes.sum(axis=1), 1.0, atol=1e-4)
+    model.reset()
+    streamed = np.concatenate([model.step(features[i : i + 5]).arkit for i in range(0, len(features), 5)])
+    lag = model.lookahead_frames
+    np.testing.assert_allclose(streamed[lag:], whole.arkit[: len(features) - lag], atol=1e-4)
 
 
 def test_steps_of_several_frames_match_single_frame_steps(fp32):
