@@ -133,11 +133,10 @@ def either_belief(first: torch.Tensor, second: torch.Tensor, chosen: torch.Tenso
     either net believes in is shown; for everything else they vote.
     """
     mean = (first + second) / 2
-    raised = torch.where(chosen, torch.maximum(first, second), mean)
-    raised_sum = (raised * chosen).sum(-1, keepdim=True)
-    rest_sum = (mean * ~chosen).sum(-1, keepdim=True)
-    rest_scale = (1.0 - raised_sum).clamp(min=0.0) / rest_sum.clamp(min=1e-6)
-    combined = torch.where(chosen, raised, mean * rest_scale)
+    surer = torch.maximum(first, second)
+    rest_scale = (1.0 - (surer * chosen).sum(-1, keepdim=True)).clamp(min=0.0) / (
+        (mean * ~chosen).sum(-1, keepdim=True).clamp(min=1e-6))
+    combined = torch.where(chosen, surer, mean * rest_scale)
     return combined / combined.sum(-1, keepdim=True).clamp(min=1e-6)
 
 

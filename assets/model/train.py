@@ -360,7 +360,7 @@ def train_offline(live, live_path: Path, examples: list[Example], config: TrainC
     from assets.model.net import OfflineFaceNet
 
     wide, summary = train(config.with_lookahead(OFFLINE_LOOKAHEAD), log=log, examples=examples, init=live_path)
-    return OfflineFaceNet(live.eval(), wide.eval(), (closure_class(), *rounded_classes())).eval(), summary
+    return OfflineFaceNet(live, wide, (closure_class(), *rounded_classes())).eval(), summary
 
 
 def offline_model_is_better(results: dict) -> bool:
