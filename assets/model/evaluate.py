@@ -209,8 +209,17 @@ def _markdown(results: dict) -> str:
     for section in ("per_class", "training", "human_dev_set", "human_dev_by_phone_and_speaker"):
         if isinstance(results.get(section), dict):
             lines += ["", f"## {section.replace('_', ' ')}", "", "| key | value |", "| --- | --- |"]
-            lines += [f"| {k} | {v} |" for k, v in results[section].items()]
+            lines += [f"| {k} | {v} |" for k, v in _flat_items(results[section])]
     return "\n".join(lines) + "\n"
+
+
+def _flat_items(values: dict, prefix: str = ""):
+    """(key, value) rows with nested dicts spelled out as dotted keys: one fact per table row."""
+    for key, value in values.items():
+        if isinstance(value, dict) and value:
+            yield from _flat_items(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", value
 
 
 class LipsyncPipeline:

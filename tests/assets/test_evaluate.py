@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from assets.model.evaluate import articulation_metrics
+from assets.model.evaluate import _markdown, articulation_metrics
 from assets.model.train import Example
 from studio.avatar.arkit import ARKIT_INDEX, NUM_ARKIT
 from studio.engine.face_model import FaceOutput
@@ -38,3 +38,12 @@ def test_lips_shut_through_the_tail_of_a_vowel_count_as_false_closures_and_its_e
     edges_only = example.arkit.copy()
     edges_only[10:13, ARKIT_INDEX["jawOpen"]] = edges_only[47:50, ARKIT_INDEX["jawOpen"]] = 0.0
     assert articulation_metrics(_Shows(edges_only), [example])["vowel_lips_shut_pct"] == 0.0
+
+
+def test_the_report_spells_out_nested_training_figures_one_per_row():
+    report = _markdown({"training": {"train_steps": 4000, "offline_model": {"train_steps": 4099, "lookahead_ms": 120}}})
+
+    assert "| train_steps | 4000 |" in report
+    assert "| offline_model.train_steps | 4099 |" in report
+    assert "| offline_model.lookahead_ms | 120 |" in report
+    assert "{" not in report
