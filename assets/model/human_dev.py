@@ -130,6 +130,19 @@ def align(decoder, audio: np.ndarray, text: str) -> tuple[tuple[str, float, floa
     return phones if overlap / union >= QC_MIN_IOU else None
 
 
+def aligned_clip(decoder, speaker: str, path: Path, text: str, words: str) -> DevClip | None:
+    """The recording at `path` with its phones aligned to `words` (the decoder's spelling of `text`), or
+    None when it cannot be decoded or its alignment fails QC."""
+    from studio.engine.sources import AudioInputError
+
+    try:
+        audio = _decode(path)
+    except AudioInputError:
+        return None
+    phones = align(decoder, audio, words)
+    return None if phones is None else DevClip(path, speaker, text, audio, phones)
+
+
 def load_dev_set(log=print) -> tuple[list[DevClip], dict]:
     """Every clip that aligns and passes QC, and a summary (clips seen, dropped and why)."""
     from pocketsphinx import Decoder
@@ -140,12 +153,11 @@ def load_dev_set(log=print) -> tuple[list[DevClip], dict]:
         if any(decoder.lookup_word(word) is None for word in text.split()):
             unknown.append(name)
             continue
-        audio = _decode(path)
-        phones = align(decoder, audio, text)
-        if phones is None:
+        clip = aligned_clip(decoder, speaker, path, text, text)
+        if clip is None:
             dropped.append(name)
             continue
-        clips.append(DevClip(path, speaker, text, audio, phones))
+        clips.append(clip)
     summary = {"source": "Debian klettres-data, ktuberling-data (GPL-2+) and tuxpaint-stamps-default (GPL-2): "
                          "4 human speakers, letters, words, short names and an article with a noun",
                "clips": len(clips), "qc_dropped": dropped, "not_in_dictionary": unknown,

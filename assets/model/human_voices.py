@@ -39,7 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
-from assets.model.human_dev import KLETTRES, SAMPLE_RATE, TUXPAINT_STAMPS, DevClip, _decode, align
+from assets.model.human_dev import KLETTRES, SAMPLE_RATE, TUXPAINT_STAMPS, DevClip, _decode, aligned_clip
 
 FILLETS = Path("/usr/share/games/fillets-ng")
 FESTVOX_RU = Path("/usr/share/festival/voices/russian/msu_ru_nsh_clunits")
@@ -236,7 +236,6 @@ def _align_all(items: list[tuple[str, Path, str]]) -> tuple[list[DevClip], int, 
     """Aligned clips of `items`, and how many could not be spelled or failed QC (one worker's share)."""
     from pocketsphinx import Decoder
 
-    from studio.engine.sources import AudioInputError
     from studio.speech.espeak import EspeakSynth, SpeechError
 
     decoder = Decoder(samprate=SAMPLE_RATE, loglevel="FATAL")
@@ -263,16 +262,11 @@ def _align_all(items: list[tuple[str, Path, str]]) -> tuple[list[DevClip], int, 
         if not names or None in names:
             unspelled += 1
             continue
-        try:
-            audio = _decode(path)
-        except AudioInputError:
+        clip = aligned_clip(decoder, speaker, path, text, " ".join(names))
+        if clip is None:
             dropped += 1
             continue
-        phones = align(decoder, audio, " ".join(names))
-        if phones is None:
-            dropped += 1
-            continue
-        clips.append(DevClip(path, speaker, text, audio, phones))
+        clips.append(clip)
     return clips, unspelled, dropped
 
 
