@@ -360,6 +360,7 @@ PAUSE_MIN_FRAMES = 25  # pauses over 250 ms
 PAUSE_EDGE_FRAMES = 5  # the mouth may still be closing or opening 50 ms into or before a pause
 MAX_LAG_FRAMES = 10
 VOWEL_VISEMES = [VISEME_INDEX[name] for name in ("aa", "E", "ih", "oh", "ou")]
+SPREAD_VISEMES = [VISEME_INDEX[name] for name in ("aa", "E", "ih")]  # unrounded vowels
 VOWEL_EDGE_FRAMES = 3
 ISSUE_ROUNDED_PHONES = ("UW", "OW", "W")  # CMU phones: the human dev set's rounding target is stated on these
 
@@ -414,13 +415,14 @@ def articulation_metrics(model: FaceModel, examples) -> dict:
     """Per-class articulation on any labelled set: closure recall (±1 frame at 60 fps), rounding on UW/OW/W,
     open vowels, mouth at rest in pauses over 250 ms, the lag that maximises the aperture correlation, and
     false closures: the lips shut inside a vowel (30 ms in from either edge, where a neighbouring p/b/m or
-    the aligner's timing does not reach; lower is better)."""
+    the aligner's timing does not reach; lower is better), and false rounding: an unrounded vowel (a, e, i)
+    shown rounded, funnel or pucker at the visible level, measured the same way (lower is better)."""
     from studio.speech.visemes import lips_closed, mouth_openness
 
     open_vowel = {VISEME_INDEX["aa"]}
     jaw = [ARKIT_INDEX["jawOpen"]]
     counts = dict.fromkeys(("closure_hit", "closure", "round_hit", "round", "open_hit", "open", "rest", "pause",
-                            "vowel_shut", "vowel"), 0)
+                            "vowel_shut", "vowel", "spread_rounded", "spread"), 0)
     pred_open, target_open = [], []
     for example in examples:
         out = _predict(model, example)
@@ -443,6 +445,10 @@ def articulation_metrics(model: FaceModel, examples) -> dict:
             inner = out[start + VOWEL_EDGE_FRAMES:stop - VOWEL_EDGE_FRAMES]
             counts["vowel_shut"] += int(lips_closed(inner).sum())
             counts["vowel"] += len(inner)
+        for start, stop in _runs(np.isin(example.viseme, SPREAD_VISEMES)):
+            inner = out[start + VOWEL_EDGE_FRAMES:stop - VOWEL_EDGE_FRAMES, ROUND_CHANNELS]
+            counts["spread_rounded"] += int((inner.max(axis=1, initial=0.0) >= ROUND_VISIBLE).sum())
+            counts["spread"] += len(inner)
         pred_open.append(mouth_openness(out))
         target_open.append(mouth_openness(example.arkit))
     pred, target = np.concatenate(pred_open), np.concatenate(target_open)
@@ -461,6 +467,7 @@ def articulation_metrics(model: FaceModel, examples) -> dict:
         "pause_mouth_at_rest_pct": pct("rest", "pause"), "pause_frames": counts["pause"],
         "aperture_lag_ms": 10 * lags[int(np.argmax(corr))],  # + : the mouth moves after the target
         "vowel_lips_shut_pct": pct("vowel_shut", "vowel"), "vowel_frames": counts["vowel"],
+        "unrounded_vowel_rounded_pct": pct("spread_rounded", "spread"), "unrounded_vowel_frames": counts["spread"],
     }
 
 

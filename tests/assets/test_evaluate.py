@@ -1,4 +1,5 @@
-"""The articulation figures count what a viewer sees: here, lips that shut in the middle of a vowel."""
+"""The articulation figures count what a viewer sees: here, lips that shut in the middle of a vowel, and
+lips pouted on a vowel that is not rounded."""
 
 import numpy as np
 
@@ -38,6 +39,22 @@ def test_lips_shut_through_the_tail_of_a_vowel_count_as_false_closures_and_its_e
     edges_only = example.arkit.copy()
     edges_only[10:13, ARKIT_INDEX["jawOpen"]] = edges_only[47:50, ARKIT_INDEX["jawOpen"]] = 0.0
     assert articulation_metrics(_Shows(edges_only), [example])["vowel_lips_shut_pct"] == 0.0
+
+
+def test_pouted_lips_on_an_unrounded_vowel_count_as_false_rounding_and_on_a_rounded_one_do_not():
+    example = _vowel_between_pauses()  # "oo": rounded, so it never counts
+    pouted = example.arkit.copy()
+    pouted[10:50, ARKIT_INDEX["mouthPucker"]] = 0.5
+    assert articulation_metrics(_Shows(pouted), [example])["unrounded_vowel_frames"] == 0
+    example.viseme[10:50] = VISEME_INDEX["E"]
+    assert articulation_metrics(_Shows(example.arkit), [example])["unrounded_vowel_rounded_pct"] == 0.0
+    half_pouted = example.arkit.copy()
+    half_pouted[30:50, ARKIT_INDEX["mouthFunnel"]] = 0.3  # the lips round while the "e" still sounds
+    figures = articulation_metrics(_Shows(half_pouted), [example])
+    assert figures["unrounded_vowel_rounded_pct"] == 50.0 and figures["unrounded_vowel_frames"] == 34
+    barely = example.arkit.copy()
+    barely[10:50, ARKIT_INDEX["mouthFunnel"]] = 0.2  # below the visible level
+    assert articulation_metrics(_Shows(barely), [example])["unrounded_vowel_rounded_pct"] == 0.0
 
 
 def test_the_report_spells_out_nested_training_figures_one_per_row():
