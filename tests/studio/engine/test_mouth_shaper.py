@@ -83,3 +83,15 @@ def test_streaming_opens_the_lips_on_the_hop_the_closure_belief_falls_and_shuts_
     flicker = np.where(np.arange(40) % 2 == 0, 0.75, 0.45)
     opening = mouth_openness(shape_mouth(_half_open(40), _beliefs({"PP": flicker}, 40), centred=False))
     assert np.abs(np.diff(opening[1:])).max() < 0.02  # a hop-by-hop flicker still cancels when streaming
+
+
+def test_streaming_shuts_on_a_belief_held_two_hops_and_never_on_a_one_hop_spike():
+    n = 12
+    spike = np.where(np.arange(n) == 5, 0.95, 0.05)  # one hop of certainty: a flicker, not a /p/
+    shaped = shape_mouth(_half_open(n), _beliefs({"PP": spike}, n), centred=False)
+    assert np.allclose(shaped, _half_open(n))
+    held = np.where((np.arange(n) >= 4) & (np.arange(n) < 7), 0.38, 0.05)  # a human /p/ the model is unsure of
+    shaped = shape_mouth(_half_open(n), _beliefs({"PP": held}, n), centred=False)
+    assert all(lips_closed(shaped[5:7])) and not any(lips_closed(shaped[:4]))
+    offline = shape_mouth(_half_open(n), _beliefs({"PP": held}, n), centred=True)
+    assert not any(lips_closed(offline))  # offline smooths over five hops and asks for a surer belief
