@@ -411,6 +411,12 @@ def human_breakdown(model, clips, examples) -> dict:
     return {key: f"{hits}/{total}" for key, (hits, total) in sorted(tally.items())}
 
 
+def _interiors(out: np.ndarray, target_viseme: np.ndarray, classes: list[int]):
+    """The output frames of each run of `classes` in the target, VOWEL_EDGE_FRAMES in from either edge."""
+    for start, stop in _runs(np.isin(target_viseme, classes)):
+        yield out[start + VOWEL_EDGE_FRAMES:stop - VOWEL_EDGE_FRAMES]
+
+
 def articulation_metrics(model: FaceModel, examples) -> dict:
     """Per-class articulation on any labelled set: closure recall (±1 frame at 60 fps), rounding on UW/OW/W,
     open vowels, mouth at rest in pauses over 250 ms, the lag that maximises the aperture correlation, and
@@ -441,13 +447,11 @@ def articulation_metrics(model: FaceModel, examples) -> dict:
                 inner = out[start + PAUSE_EDGE_FRAMES:stop - PAUSE_EDGE_FRAMES]
                 counts["rest"] += int(mouth_at_rest(inner).sum())
                 counts["pause"] += len(inner)
-        for start, stop in _runs(np.isin(example.viseme, VOWEL_VISEMES)):
-            inner = out[start + VOWEL_EDGE_FRAMES:stop - VOWEL_EDGE_FRAMES]
+        for inner in _interiors(out, example.viseme, VOWEL_VISEMES):
             counts["vowel_shut"] += int(lips_closed(inner).sum())
             counts["vowel"] += len(inner)
-        for start, stop in _runs(np.isin(example.viseme, SPREAD_VISEMES)):
-            inner = out[start + VOWEL_EDGE_FRAMES:stop - VOWEL_EDGE_FRAMES, ROUND_CHANNELS]
-            counts["spread_rounded"] += int((inner.max(axis=1, initial=0.0) >= ROUND_VISIBLE).sum())
+        for inner in _interiors(out, example.viseme, SPREAD_VISEMES):
+            counts["spread_rounded"] += int((inner[:, ROUND_CHANNELS].max(axis=1, initial=0.0) >= ROUND_VISIBLE).sum())
             counts["spread"] += len(inner)
         pred_open.append(mouth_openness(out))
         target_open.append(mouth_openness(example.arkit))

@@ -72,13 +72,15 @@ def shape_mouth(arkit: np.ndarray, visemes: np.ndarray, centred: bool = True) ->
     probs = np.asarray(visemes, np.float32)
     if len(weights) == 0:
         return weights
-    closure = _smooth(probs[:, _PP], centred) if centred else _min_with_previous(probs[:, _PP])
+    if centred:
+        shut = _ramp(_smooth(probs[:, _PP], centred), CLOSURE_LOW, CLOSURE_HIGH)[:, None]
+    else:
+        shut = _ramp(_min_with_previous(probs[:, _PP]), STREAMING_CLOSURE_LOW, STREAMING_CLOSURE_HIGH)[:, None]
     rounding = _smooth(probs[:, _ROUND].sum(axis=1), centred)
     rounded = _ramp(rounding, ROUND_LOW, ROUND_HIGH)[:, None]
     weights[:, _LIPS] = (1.0 - rounded) * weights[:, _LIPS] + rounded * _rounded_pose(probs)[:, _LIPS]
     weights[:, _ROUNDING] = np.maximum(weights[:, _ROUNDING], rounded * _ROUND_FLOOR)
-    low, high = (CLOSURE_LOW, CLOSURE_HIGH) if centred else (STREAMING_CLOSURE_LOW, STREAMING_CLOSURE_HIGH)
-    shut = _ramp(closure, low, high)[:, None]  # last: a p/b/m shuts the lips whatever the vowel
+    # last: a p/b/m shuts the lips whatever the vowel
     weights[:, _LIPS] = (1.0 - shut) * weights[:, _LIPS] + shut * _CLOSED_POSE[_LIPS]
     return weights
 
