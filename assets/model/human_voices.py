@@ -1,4 +1,4 @@
-"""Training speech from real people: the non-English recordings that Debian's education and game packages ship.
+"""Training speech from real people: the recordings that Debian's education and game packages ship.
 
 The synthetic corpus never shows how a real mouth sounds: a /b/ voiced before its release, an /m/ murmur
 that fades, a vowel that dies away into a pause. Debian ships thousands of real recordings whose words
@@ -18,14 +18,18 @@ while the English recordings of the same packages stay in the human dev set (`hu
   per language and two dozen minor ones, where the other sources hold single words;
 - `festvox-ru` (BSD-like): the 620 sentences, 1.7 h, that a Russian man read for festival's `msu_ru_nsh` voice
   (`/usr/share/festival/voices/russian/msu_ru_nsh_clunits/{wav,lab}`): read connected speech, as users speak
-  into a microphone, with the phone labels the voice was built from, so it needs no alignment.
+  into a microphone, with the phone labels the voice was built from, so it needs no alignment;
+- `flight-of-the-amazon-queen` (freeware, free to share and modify): the game's dialogue acted in English by
+  its cast, Joe King and about thirty other characters (`amazon_queen`): 3,758 lines of conversational speech,
+  spelled by pocketsphinx's own CMU dictionary as the dev set is.
 
-Every English recording (`en`, `en_GB`, `en_AU`, ...) is left out, so no dev-set voice is trained on.
+Every English recording of the dev set's packages (`en`, `en_GB`, `en_AU`, ...) is left out, so no dev-set
+voice is trained on; the game's cast records for no package the dev set reads.
 
-Phone timing (all but `festvox-ru`): espeak-ng gives each word's phonemes in its language; they are mapped
-to the nearest US English phone (keeping what the lips do: /y/ and /ø/ stay rounded, Spanish and Catalan /β/,
-whose lips do not quite meet, drop the clip) and pocketsphinx forces the alignment with its US-English
-acoustic model.
+Phone timing (all but `festvox-ru`): espeak-ng gives each word's phonemes in its language (English words
+come from the CMU dictionary instead); they are mapped to the nearest US English phone (keeping what the
+lips do: /y/ and /ø/ stay rounded, Spanish and Catalan /β/, whose lips do not quite meet, drop the clip) and
+pocketsphinx forces the alignment with its US-English acoustic model.
 The alignment passes the same QC as the dev set's (`human_dev.align`), and the targets come from the
 aligned phones the same way (`human_dev.to_examples`).
 """
@@ -34,11 +38,13 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import tempfile
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
 import numpy as np
 
+from assets.model import amazon_queen
 from assets.model.human_dev import KLETTRES, SAMPLE_RATE, TUXPAINT_STAMPS, DevClip, _decode, aligned_clip
 
 FILLETS = Path("/usr/share/games/fillets-ng")
@@ -218,8 +224,20 @@ def _labelled_phones(label: str) -> tuple[tuple[str, float, float], ...] | None:
     return tuple(phones) or None
 
 
+def _amazon_queen_recordings(folder: Path, log=print) -> list[tuple[str, Path, str]]:
+    """Flight of the Amazon Queen's dialogue lines, their MP3s written into `folder`; [] when the game is not
+    installed or its archive cannot be read."""
+    if not amazon_queen.QUEEN_ARCHIVE.is_file():
+        return []
+    try:
+        return amazon_queen.extract(folder)
+    except (OSError, amazon_queen.ArchiveError) as error:
+        log(f"human voices: {amazon_queen.QUEEN_ARCHIVE}: {error}; its dialogue is left out")
+        return []
+
+
 def recordings() -> list[tuple[str, Path, str]]:
-    """(speaker, path, words) of every non-English recording the installed packages ship."""
+    """(speaker, path, words) of every non-English recording the installed packages ship as a file."""
     return _tuxpaint_recordings() + _klettres_recordings() + _fillets_recordings()
 
 
@@ -232,37 +250,24 @@ def _voice(speaker: str) -> str:
     return _LANGUAGES[source][language]
 
 
+def _english(speaker: str) -> bool:
+    """An English recording (Flight of the Amazon Queen's dialogue), spelled by pocketsphinx's own dictionary."""
+    return speaker.startswith("amazon_queen/")
+
+
 def _align_all(items: list[tuple[str, Path, str]]) -> tuple[list[DevClip], int, int]:
     """Aligned clips of `items`, and how many could not be spelled or failed QC (one worker's share)."""
     from pocketsphinx import Decoder
 
-    from studio.speech.espeak import EspeakSynth, SpeechError
-
     decoder = Decoder(samprate=SAMPLE_RATE, loglevel="FATAL")
-    synths: dict[str, EspeakSynth] = {}
-    entries: dict[tuple[str, str], str | None] = {}
+    spell = _Speller(decoder)
     clips, unspelled, dropped = [], 0, 0
     for speaker, path, text in items:
-        voice = _voice(speaker)
-        names = []
-        for word in re.sub(r"[^\w'-]+", " ", text).split():
-            if not word.strip("'-"):
-                continue
-            key = (voice, word.lower())
-            if key not in entries:
-                try:
-                    synth = synths.setdefault(voice, EspeakSynth(voice))
-                    phones = cmu_phones([p.symbol for p in synth.synthesize(word).phonemes], voice)
-                except SpeechError:
-                    phones = None
-                entries[key] = f"w{len(entries)}" if phones else None
-                if phones:
-                    decoder.add_word(entries[key], " ".join(phones), update=False)
-            names.append(entries[key])
-        if not names or None in names:
+        words = spell(speaker, text)
+        if words is None:
             unspelled += 1
             continue
-        clip = aligned_clip(decoder, speaker, path, text, " ".join(names))
+        clip = aligned_clip(decoder, speaker, path, text, words)
         if clip is None:
             dropped += 1
             continue
@@ -270,19 +275,57 @@ def _align_all(items: list[tuple[str, Path, str]]) -> tuple[list[DevClip], int, 
     return clips, unspelled, dropped
 
 
+class _Speller:
+    """The words of a recording as `decoder` can align them, or None when one cannot be spelled in US phones.
+
+    English lines (Flight of the Amazon Queen) use the decoder's own CMU dictionary, as the dev set does;
+    other languages add each word to it once, spelled by espeak-ng in that language (`cmu_phones`)."""
+
+    def __init__(self, decoder) -> None:
+        self._decoder = decoder
+        self._synths: dict = {}
+        self._entries: dict[tuple[str, str], str | None] = {}
+
+    def __call__(self, speaker: str, text: str) -> str | None:
+        if _english(speaker):
+            words = amazon_queen.dictionary_words(text)
+            known = words and all(self._decoder.lookup_word(word) is not None for word in words)
+            return " ".join(words) if known else None
+        voice = _voice(speaker)
+        names = [self._entry(voice, word) for word in re.sub(r"[^\w'-]+", " ", text).split() if word.strip("'-")]
+        return " ".join(names) if names and None not in names else None
+
+    def _entry(self, voice: str, word: str) -> str | None:
+        from studio.speech.espeak import EspeakSynth, SpeechError
+
+        key = (voice, word.lower())
+        if key not in self._entries:
+            try:
+                synth = self._synths.setdefault(voice, EspeakSynth(voice))
+                phones = cmu_phones([p.symbol for p in synth.synthesize(word).phonemes], voice)
+            except SpeechError:
+                phones = None
+            self._entries[key] = f"w{len(self._entries)}" if phones else None
+            if phones:
+                self._decoder.add_word(self._entries[key], " ".join(phones), update=False)
+        return self._entries[key]
+
+
 def load_clips(items: list[tuple[str, Path, str]] | None = None, log=print,
                workers: int = 2) -> tuple[list[DevClip], dict]:
-    """Every recording (of `items`, default all) whose words espeak-ng can spell in CMU phones and whose
-    alignment passes QC; with the default, also every recording of `festvox-ru` whose labels pass QC.
+    """Every recording (of `items`, default all) whose words espeak-ng (or, in English, the CMU dictionary) can
+    spell in CMU phones and whose alignment passes QC; with the default, also every recording of `festvox-ru`
+    whose labels pass QC, and the game's dialogue, its MP3s extracted into a folder removed afterwards.
 
     About 11,500 recordings: aligning them takes 13 minutes of one core, so `workers` processes share them."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    everything = recordings() if items is None else items
-    shares = [everything[i::workers] for i in range(workers)]
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        parts = list(pool.map(_align_all, shares))
+    with tempfile.TemporaryDirectory(prefix="amazon-queen-") as folder:
+        everything = items if items is not None else recordings() + _amazon_queen_recordings(Path(folder), log)
+        shares = [everything[i::workers] for i in range(workers)]
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+            parts = list(pool.map(_align_all, shares))
     clips = [clip for part, _, _ in parts for clip in part]
     labelled, unlabelled = labelled_clips() if items is None and FESTVOX_RU.is_dir() else ([], 0)
     clips += labelled
@@ -331,7 +374,7 @@ CHAIN_S = 4.0
 
 def available() -> bool:
     return (TUXPAINT_STAMPS.is_dir() or any((KLETTRES / language).is_dir() for language in KLETTRES_LANGUAGES)
-            or (FILLETS / "script").is_dir() or FESTVOX_RU.is_dir())
+            or (FILLETS / "script").is_dir() or FESTVOX_RU.is_dir() or amazon_queen.QUEEN_ARCHIVE.is_file())
 
 
 def training_examples(augmented_copies: int, seed: int, log=print,
@@ -344,8 +387,9 @@ def training_examples(augmented_copies: int, seed: int, log=print,
     from studio.engine.features import LogMelExtractor
 
     if not available():
-        log("human voices: klettres-data, tuxpaint-stamps-default, fillets-ng-data and festvox-ru are not installed; "
-            "training on synthetic speech only (scripts/setup.sh system dev installs them)")
+        log("human voices: klettres-data, tuxpaint-stamps-default, fillets-ng-data, festvox-ru and "
+            "flight-of-the-amazon-queen are not installed; training on synthetic speech only "
+            "(scripts/setup.sh system dev installs them)")
         return []
     clips, _ = load_clips(items, log)
     rng = np.random.default_rng(seed)

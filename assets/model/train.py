@@ -6,8 +6,8 @@ One command rebuilds everything:
     python -m assets.model.train --tiny --out /tmp/models        # CI smoke run, < 2 min
 
 The corpus comes from assets/model/corpus.py (espeak-ng / festival / flite / Piper speech with exact
-phoneme timing, augmented) and assets/model/human_voices.py (real people's recordings in other languages,
-force-aligned). Loss: L1 on the 52 weights, mouth and jaw shapes weighted up and p/b/m
+phoneme timing, augmented) and assets/model/human_voices.py (real people's recordings, most in other
+languages, and a game's English dialogue, force-aligned). Loss: L1 on the 52 weights, mouth and jaw shapes weighted up and p/b/m
 closure frames weighted up again (lip closure was the weakest part in an earlier experiment),
 cross-entropy on the 15 visemes and BCE on voice activity. After the live model, the offline
 model's wide-lookahead net is fine-tuned from it (`train_offline`), and the pair is kept only if
