@@ -138,7 +138,8 @@ def test_in_a_noisy_room_the_mouth_rests_around_a_word_and_opens_on_it():
     alone, frames = _ungated_and_engine_frames(audio)
     onset, end = ENGINE_RATE // HOP, ENGINE_RATE * 3 // 2 // HOP
     room_only = [*range(FLOOR_SETTLE_HOPS + 30, onset - 2), *range(end + 30, max(frames))]
-    assert mouth_openness(np.clip(alone.arkit[room_only], 0.0, 1.0)).max() > 0.04  # the model murmurs on the fan
+    # ungated, the model murmurs on the fan (at least twice what the gate allows), so the gate is what holds it shut
+    assert mouth_openness(np.clip(alone.arkit[room_only], 0.0, 1.0)).max() > 0.02
     assert max(mouth_openness(frames[i].arkit) for i in room_only) < 0.01  # the gate holds the mouth shut
     assert min(mouth_openness(frames[i].arkit) for i in range(onset + 5, end - 5)) > 0.1  # and lets the word through
     for i in (onset, onset + 1):
