@@ -18,8 +18,8 @@ command to the sound grows. Underruns the device reports are counted (`underruns
 messages about them are silenced (`studio.engine.alsa`).
 
 Cutting a clip (or muting) edits the clip's samples ahead of the callback's read position: a short
-fade, then silence, `FADE_S` plus `_GUARD_S` ahead, then the action is cancelled at the time the fade
-ends at the DAC; the next clip starts there. Unmuting writes the clip's own samples back, fading in.
+fade, then silence, `FADE_S` plus `_GUARD_S` ahead, then the action is cancelled just after the time
+the fade ends at the DAC; the next clip starts at that end. Unmuting writes the clip's own samples back, fading in.
 
 A live clip (the voice monitor, `studio.engine.monitor`) fills each block itself, reading its ring at
 the block's DAC time; that needs a Python callback, so `play_clip()` plays it on a second stream of
@@ -44,6 +44,10 @@ OUTPUT_BLOCK_S = 0.01  # device block (5 ms blocks underran constantly on PulseA
 OUTPUT_LATENCY_S = 0.1  # device buffer: rides out a busy CPU (0.02 s underran under load; see the module docstring)
 FADE_S = 0.005  # a cut clip fades out over this long
 _GUARD_S = 0.04  # edits to a playing clip start this far ahead of what the callback has read (4 blocks)
+# a cut clip's action is cancelled this long after its fade ends: the stream's clock and its sample count
+# disagree by up to a millisecond under load (measured), so a cancel timed to the fade's end could still
+# chop its last samples (a click); the clip holds silence there, and the next clip starts at the fade's end
+_CANCEL_AFTER_FADE_S = 0.01
 _STATS_INTERVAL_S = 0.1  # how often the device's counters are fetched
 FALLBACK_RATE = 48000
 
@@ -330,7 +334,7 @@ class SpeakerOutput:
             return 0.0
         position = self._fade_ahead(clip)
         end = started + position / clip.rate
-        self._stream.cancel(action, time=end, allow_belated=True)
+        self._stream.cancel(action, time=end + _CANCEL_AFTER_FADE_S, allow_belated=True)
         return end
 
     def _fade_ahead(self, clip: SpeakerClip) -> int:
@@ -427,7 +431,7 @@ class SpeakerOutput:
                 with self._queue_lock:
                     end = self._end(playing)
                 if end:
-                    time.sleep(min(max(0.0, end - stream.time), 0.3))  # let the fade reach the DAC
+                    time.sleep(min(max(0.0, end + _CANCEL_AFTER_FADE_S - stream.time), 0.3))  # let the fade reach the DAC
             _close_stream(stream)
             self._stream = None
             self._current = None
