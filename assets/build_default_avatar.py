@@ -55,6 +55,9 @@ MATERIALS = {
 NUM_BETAS = 10
 # stored precision, steps per metre: template 15 um, expressions 30 um, body shapes 0.24 mm per unit beta
 TEMPLATE_GRID, EXPRESSION_GRID, SHAPE_GRID = 2.0 ** 16, 2.0 ** 15, 2.0 ** 12
+# joint-regressor weights on a float32-exact grid: the last-bit noise of a CPU's BLAS rounds away, so every
+# machine writes the same file (weights still place each joint within a micrometre of its target)
+REGRESSOR_GRID = 2.0 ** 24
 HEAD_SCALE = 1.10  # a slightly large head reads friendlier and keeps the face legible in a full-body shot
 HEAD_PIVOT = np.array([0.0, head.HEAD_BOTTOM_Y, 0.0])
 HEAD_KEYS = ("head", "eye", "upper_lid", "lower_lid", "brow", "ear", "hair", "upper_teeth", "lower_teeth", "tongue",
@@ -208,10 +211,11 @@ def _regressor(assembly: Assembly, vertices: np.ndarray, still: np.ndarray, eye:
     regressor = np.zeros((NUM_JOINTS, len(vertices)))
     for name, (target, candidates, k) in targets.items():
         allowed = candidates[still[candidates]]
-        order = allowed[np.argsort(((vertices[allowed] - target) ** 2).sum(axis=1))]
+        order = allowed[np.argsort(((vertices[allowed] - target) ** 2).sum(axis=1), kind="stable")]
         while True:
             try:
-                regressor[JOINT_INDEX[name], order[:k]] = centroid_weights(vertices[order[:k]], target)
+                weights = centroid_weights(vertices[order[:k]], target)
+                regressor[JOINT_INDEX[name], order[:k]] = _quantise(weights, REGRESSOR_GRID)
                 break
             except ValueError:
                 if k >= len(order):

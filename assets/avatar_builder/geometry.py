@@ -155,44 +155,42 @@ def symmetrise(part: Part) -> np.ndarray:
     return twin
 
 
-def nonnegative_least_squares(a: np.ndarray, b: np.ndarray, iterations: int = 500) -> np.ndarray:
-    """Lawson-Hanson NNLS: x >= 0 minimising |a x - b|."""
-    n = a.shape[1]
-    x = np.zeros(n)
-    active = np.zeros(n, bool)
-    gradient = a.T @ (b - a @ x)
-    for _ in range(iterations):
-        if active.all() or np.max(np.where(active, -np.inf, gradient)) <= 1e-12:
-            break
-        active[int(np.argmax(np.where(active, -np.inf, gradient)))] = True
-        while True:
-            z = np.zeros(n)
-            z[active] = np.linalg.lstsq(a[:, active], b, rcond=None)[0]
-            if (z[active] > 0).all():
-                x = z
-                break
-            blocked = active & (z <= 0)
-            step = np.min(x[blocked] / (x[blocked] - z[blocked]))
-            x = x + step * (z - x)
-            active &= x > 1e-12
-        gradient = a.T @ (b - a @ x)
-    return x
+def centroid_weights(points: np.ndarray, target: np.ndarray, iterations: int = 200) -> np.ndarray:
+    """Non-negative weights summing to 1 whose weighted mean of `points` is `target`: of all such weights, the
+    nearest to the uniform mean (a ring around a limb's joint is already centred, so it barely changes).
 
-
-def centroid_weights(points: np.ndarray, target: np.ndarray) -> np.ndarray:
-    """Non-negative weights summing to 1 whose weighted mean of `points` is `target`.
-
-    Starts from the uniform mean (a ring around a limb's joint is already centred) and
-    corrects it with the smallest change; falls back to NNLS when that goes negative.
+    Being the unique minimum of a strictly convex problem, the weights move continuously with the points: a CPU's
+    last-bit rounding cannot flip them to another solution, so every machine builds the same avatar. Solved in
+    its four-dimensional dual, w = max(0, uniform + A^T l) with A w = b, by Newton's method with backtracking.
     """
     rel = (points - target).T
-    system = np.vstack([rel, np.ones(len(points))])
+    scale = max(float(np.sqrt((rel ** 2).mean())), 1e-12)
+    system = np.vstack([rel / scale, np.ones(len(points))])
     rhs = np.array([0.0, 0.0, 0.0, 1.0])
     uniform = np.full(len(points), 1.0 / len(points))
-    correction = system.T @ np.linalg.solve(system @ system.T, rhs - system @ uniform)
-    weights = uniform + correction
-    if weights.min() < 0:
-        weights = nonnegative_least_squares(np.vstack([rel * 100.0, np.ones(len(points))]), rhs)
+
+    def weights_for(multipliers: np.ndarray) -> np.ndarray:
+        return np.maximum(uniform + system.T @ multipliers, 0.0)
+
+    def dual(multipliers: np.ndarray) -> float:
+        weights = weights_for(multipliers)
+        return 0.5 * float(weights @ weights) - float(rhs @ multipliers)
+
+    multipliers = np.zeros(4)
+    for _ in range(iterations):
+        weights = weights_for(multipliers)
+        gradient = system @ weights - rhs
+        if np.abs(gradient).max() < 1e-14:
+            break
+        free = system[:, weights > 0]
+        direction = -np.linalg.lstsq(free @ free.T, gradient, rcond=None)[0]
+        step, start = 1.0, dual(multipliers)
+        while dual(multipliers + step * direction) > start + 1e-4 * step * float(gradient @ direction):
+            step *= 0.5
+            if step < 1e-12:
+                break
+        multipliers = multipliers + step * direction
+    weights = weights_for(multipliers)
     weights = weights / weights.sum()
     miss = np.linalg.norm(weights @ points - target)
     if miss > 1e-5:
