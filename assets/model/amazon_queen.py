@@ -82,11 +82,13 @@ def _character(dialogue_name: str) -> str:
     return re.sub(r"\d+$", "", dialogue_name.removesuffix(".DOG")).lower() or "unknown"
 
 
-def spoken_lines(archive: Path = QUEEN_ARCHIVE) -> list[tuple[str, str, bytes]]:
+def spoken_lines(archive: Path = QUEEN_ARCHIVE) -> list[tuple[str, str, memoryview]]:
     """(speaker, words, MP3 bytes) of every dialogue segment that has a recording; Joe's lines are
-    speaker "amazon_queen/en/joe", the other person's "amazon_queen/en/<character>"."""
+    speaker "amazon_queen/en/joe", the other person's "amazon_queen/en/<character>". The MP3s are
+    views into the archive's bytes, not copies (there are 33 MB of them)."""
     data = archive.read_bytes()
     table = read_table(data)
+    view = memoryview(data)
     found = []
     for name in sorted(table):
         if not name.endswith(".DOG"):
@@ -100,7 +102,7 @@ def spoken_lines(archive: Path = QUEEN_ARCHIVE) -> list[tuple[str, str, bytes]]:
             if recording in table and re.search(r"[A-Za-z]", words):
                 start, length = table[recording]
                 speaker = "joe" if who == "J" else _character(name)
-                found.append((f"amazon_queen/en/{speaker}", words, data[start:start + length]))
+                found.append((f"amazon_queen/en/{speaker}", words, view[start:start + length]))
     return found
 
 

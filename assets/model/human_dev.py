@@ -130,6 +130,11 @@ def align(decoder, audio: np.ndarray, text: str) -> tuple[tuple[str, float, floa
     return phones if overlap / union >= QC_MIN_IOU else None
 
 
+def in_dictionary(decoder, words: list[str]) -> bool:
+    """True when the decoder's dictionary spells every word: it can align only the words it can spell."""
+    return bool(words) and all(decoder.lookup_word(word) is not None for word in words)
+
+
 def aligned_clip(decoder, speaker: str, path: Path, text: str, words: str) -> DevClip | None:
     """The recording at `path` with its phones aligned to `words` (the decoder's spelling of `text`), or
     None when it cannot be decoded or its alignment fails QC."""
@@ -150,7 +155,7 @@ def load_dev_set(log=print) -> tuple[list[DevClip], dict]:
     decoder = Decoder(samprate=SAMPLE_RATE, loglevel="FATAL")
     clips, dropped, unknown = [], [], []
     for speaker, path, text, name in _recordings():
-        if any(decoder.lookup_word(word) is None for word in text.split()):
+        if not in_dictionary(decoder, text.split()):
             unknown.append(name)
             continue
         clip = aligned_clip(decoder, speaker, path, text, text)

@@ -45,7 +45,7 @@ from pathlib import Path
 import numpy as np
 
 from assets.model import amazon_queen
-from assets.model.human_dev import KLETTRES, SAMPLE_RATE, TUXPAINT_STAMPS, DevClip, _decode, aligned_clip
+from assets.model.human_dev import KLETTRES, SAMPLE_RATE, TUXPAINT_STAMPS, DevClip, _decode, aligned_clip, in_dictionary
 
 FILLETS = Path("/usr/share/games/fillets-ng")
 FESTVOX_RU = Path("/usr/share/festival/voices/russian/msu_ru_nsh_clunits")
@@ -289,8 +289,7 @@ class _Speller:
     def __call__(self, speaker: str, text: str) -> str | None:
         if _english(speaker):
             words = amazon_queen.dictionary_words(text)
-            known = words and all(self._decoder.lookup_word(word) is not None for word in words)
-            return " ".join(words) if known else None
+            return " ".join(words) if in_dictionary(self._decoder, words) else None
         voice = _voice(speaker)
         names = [self._entry(voice, word) for word in re.sub(r"[^\w'-]+", " ", text).split() if word.strip("'-")]
         return " ".join(names) if names and None not in names else None
