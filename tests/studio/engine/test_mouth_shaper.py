@@ -61,6 +61,40 @@ def test_a_confident_oo_narrows_a_wide_open_mouth_to_a_pucker_and_oh_keeps_it_op
         assert np.abs(np.diff(jaw[2:-2])).max() < 0.02  # the jaw does not pump with the belief
 
 
+def _pout(weights: np.ndarray) -> np.ndarray:
+    return weights[:, [ARKIT_INDEX["mouthFunnel"], ARKIT_INDEX["mouthPucker"]]].max(axis=1)
+
+
+def test_a_weak_oo_belief_that_leads_the_other_vowels_and_silence_is_rounded_and_one_that_trails_is_not():
+    """An unheard voice's /w/: oo believed at only 0.2, but more than silence and the open vowels together."""
+    n = 9
+    for centred in (True, False):
+        leading = _beliefs({"ou": np.full(n, 0.2), "aa": np.full(n, 0.03), "RR": np.full(n, 0.72)}, n)
+        assert np.all(_pout(shape_mouth(_half_open(n), leading, centred=centred)) >= 0.4)
+        trailing = _beliefs({"ou": np.full(n, 0.2), "aa": np.full(n, 0.4), "RR": np.full(n, 0.35)}, n)
+        assert np.allclose(shape_mouth(_half_open(n), trailing, centred=centred), _half_open(n))
+        pause = _beliefs({"ou": np.full(n, 0.2)}, n)  # silence 0.8: the lips rest
+        assert np.allclose(shape_mouth(_half_open(n), pause, centred=centred), _half_open(n))
+
+
+def test_the_rounding_grows_with_the_lead_without_a_jump():
+    n, steps = 5, 200
+    pouts = []
+    for aa in np.linspace(0.3, 0.0, steps):  # the open vowel fades: oo's lead grows from 0.6 to 4 times
+        beliefs = _beliefs({"ou": np.full(n, 0.2), "aa": np.full(n, aa), "RR": np.full(n, 0.75 - aa)}, n)
+        pouts.append(_pout(shape_mouth(_half_open(n), beliefs))[2])
+    steps_between = np.diff(pouts)
+    assert pouts[0] == 0.0 and pouts[-1] >= 0.4
+    assert steps_between.min() >= -1e-6 and steps_between.max() < 0.05
+
+
+def test_a_half_sure_closure_takes_the_pout_from_a_rounded_vowel():
+    n = 9
+    rounded = shape_mouth(_half_open(n), _beliefs({"ou": np.full(n, 0.6)}, n))
+    both = shape_mouth(_half_open(n), _beliefs({"ou": np.full(n, 0.6), "PP": np.full(n, 0.375)}, n))  # half shut
+    assert np.all(_pout(both) < 0.5 * 0.5 * _pout(rounded) + 1e-6)  # the closure halves rounding, then the lips
+
+
 def test_streaming_matches_the_one_sided_offline_shaping():
     n = 30
     rng = np.random.default_rng(1)
