@@ -10,8 +10,8 @@ mouth channels are blended towards the viseme's target pose in proportion to tha
   pucker, oh's open funnel, mixed by their shares), and funnel and pucker raised to at least the rounded
   pose's level. Funnel and pucker alone on the model's own jaw left a /w/ after a pause or an /u/ in fast
   speech an open mouth with pouted lips, which reads as open, not rounded. A weak belief that still
-  leads the other vowels and silence counts for more (ROUND_GAIN), and a p/b/m's belief takes the lips
-  from rounding first.
+  leads the other vowels and silence counts for more (LEAD_GAIN), and a p/b/m's belief takes the lips
+  from rounding first. Live, so does a weak p/b/m belief that leads silence and every vowel.
 
 The blend weight is a continuous function of the probability (a ramp between LOW and HIGH), not a
 switch, so a probability hovering near a threshold cannot make the lips chatter; the probability is
@@ -48,17 +48,21 @@ ROUND_LOW, ROUND_HIGH = 0.22, 0.5
 from 0.35–0.7 rounds 3.8 points more of their rounded sounds (82.7 → 86.5 %, live) for 1.6 points more
 unrounded vowel frames shown rounded (8.2 → 9.8 %); a further step to 0.15–0.42 buys half as much rounding
 per point of false rounding, so the ramp stops here (docs/model_comparison.md, eleventh round)."""
-ROUND_GAIN, ROUND_LEAD_LOW, ROUND_LEAD_HIGH = 4.0, 1.0, 2.0
-"""On voices it never heard, the model's oo/oh belief is often weak but still the largest of the vowel beliefs (and
-of silence's). Where the rounded vowels lead silence and the open and spread vowels together, their belief is
-raised before the ramp: by a gain that grows from 1 at an even lead to ROUND_GAIN at a lead of two to one, so it
-changes continuously (no switch to chatter on). On four nets that never heard the Fish Fillets big fish this
-rounds 3.4 points more of their rounded sounds (86.8 → 90.1 %, live) for 1.2 points more unrounded vowel frames
-shown rounded (9.2 → 10.4 %), 2.8 points per point, where lowering the ramp further bought 1.1; silence in the
-lead keeps the lips still in pauses (docs/model_comparison.md, thirteenth round)."""
+LEAD_GAIN, LEAD_LOW, LEAD_HIGH = 4.0, 1.0, 2.0
+"""On voices it never heard, the model's oo/oh (or p/b/m) belief is often weak but still larger than silence's and
+the vowels' it competes with. Where it leads them, it is raised before its ramp: by a gain that grows from 1 at an
+even lead to LEAD_GAIN at a lead of two to one, so it changes continuously (no switch to chatter on). On four nets
+that never heard the Fish Fillets big fish (docs/model_comparison.md, thirteenth round):
+- rounding (oo/oh against silence, aa, E, ih; live and offline) rounds 3.3 points more of their rounded sounds
+  (86.8 → 90.1 %, live) for 1.2 points more unrounded vowel frames shown rounded (9.2 → 10.4 %), where lowering
+  the ramp further bought a point per point; silence among the rivals keeps the lips still in pauses;
+- closure (p/b/m against silence and every vowel; live only) closes 3.1 points more of their p/b/m
+  (76.4 → 79.5 %) for 0.4 points more vowel frames with the lips shut (11.8 → 12.2 %). Offline the same gain
+  shut the lips inside vowels a point for every two closures gained, so the centred path goes without it."""
 _PP = VISEMES.index("PP")
 _ROUND = (VISEMES.index("ou"), VISEMES.index("oh"))
-_NOT_ROUND = np.array([VISEMES.index(name) for name in ("sil", "aa", "E", "ih")])
+_ROUND_RIVALS = np.array([VISEMES.index(name) for name in ("sil", "aa", "E", "ih")])
+_CLOSURE_RIVALS = np.array([VISEMES.index(name) for name in ("sil", "aa", "E", "ih", "oh", "ou")])
 _LIPS = np.array(sorted({ARKIT_INDEX[name] for name in ARKIT_INDEX
                          if name.startswith(("jaw", "mouth"))} - {ARKIT_INDEX["jawForward"], ARKIT_INDEX["jawLeft"],
                                                                   ARKIT_INDEX["jawRight"]}))
@@ -86,8 +90,9 @@ def shape_mouth(arkit: np.ndarray, visemes: np.ndarray, centred: bool = True) ->
     if centred:
         shut = _ramp(_smooth(probs[:, _PP], centred), CLOSURE_LOW, CLOSURE_HIGH)[:, None]
     else:
-        shut = _ramp(_min_with_previous(probs[:, _PP]), STREAMING_CLOSURE_LOW, STREAMING_CLOSURE_HIGH)[:, None]
-    rounding = _smooth(_rounding_belief(probs), centred)
+        closure = _raised_where_leading(probs[:, _PP], probs[:, _CLOSURE_RIVALS].sum(axis=1))
+        shut = _ramp(_min_with_previous(closure), STREAMING_CLOSURE_LOW, STREAMING_CLOSURE_HIGH)[:, None]
+    rounding = _smooth(_raised_where_leading(probs[:, _ROUND].sum(axis=1), probs[:, _ROUND_RIVALS].sum(axis=1)), centred)
     rounded = _ramp(rounding, ROUND_LOW, ROUND_HIGH)[:, None] * (1.0 - shut)  # a p/b/m's lips are not pouted
     weights[:, _LIPS] = (1.0 - rounded) * weights[:, _LIPS] + rounded * _rounded_pose(probs)[:, _LIPS]
     weights[:, _ROUNDING] = np.maximum(weights[:, _ROUNDING], rounded * _ROUND_FLOOR)
@@ -96,11 +101,10 @@ def shape_mouth(arkit: np.ndarray, visemes: np.ndarray, centred: bool = True) ->
     return weights
 
 
-def _rounding_belief(probs: np.ndarray) -> np.ndarray:
-    """(n,): the oo/oh belief, raised where it leads silence and the other vowels (see ROUND_GAIN)."""
-    belief = probs[:, _ROUND].sum(axis=1)
-    lead = belief / np.maximum(probs[:, _NOT_ROUND].sum(axis=1), 1e-6)
-    return np.minimum(belief * (1.0 + (ROUND_GAIN - 1.0) * _ramp(lead, ROUND_LEAD_LOW, ROUND_LEAD_HIGH)), 1.0)
+def _raised_where_leading(belief: np.ndarray, rivals: np.ndarray) -> np.ndarray:
+    """(n,): `belief`, raised where it leads the summed beliefs of its `rivals` (see LEAD_GAIN)."""
+    lead = belief / np.maximum(rivals, 1e-6)
+    return np.minimum(belief * (1.0 + (LEAD_GAIN - 1.0) * _ramp(lead, LEAD_LOW, LEAD_HIGH)), 1.0)
 
 
 def _rounded_pose(probs: np.ndarray) -> np.ndarray:

@@ -129,3 +129,18 @@ def test_streaming_shuts_on_a_belief_held_two_hops_and_never_on_a_one_hop_spike(
     assert all(lips_closed(shaped[5:7])) and not any(lips_closed(shaped[:4]))
     offline = shape_mouth(_half_open(n), _beliefs({"PP": held}, n), centred=True)
     assert not any(lips_closed(offline))  # offline smooths over five hops and asks for a surer belief
+
+
+def test_live_a_weak_p_belief_that_leads_silence_and_the_vowels_shuts_the_lips_and_one_that_trails_does_not():
+    """An unheard voice's /m/: the model believes p/b/m at only 0.2 over three hops, but the nasal's hum leaves
+    silence and the vowels further behind."""
+    n = 12
+    held = (np.arange(n) >= 4) & (np.arange(n) < 7)
+    leading = _beliefs({"PP": np.where(held, 0.2, 0.0), "aa": np.where(held, 0.05, 0.0),
+                        "nn": np.where(held, 0.7, 0.0)}, n)
+    shaped = shape_mouth(_half_open(n), leading, centred=False)
+    assert all(lips_closed(shaped[5:7])) and not any(lips_closed(shaped[:4]))
+    trailing = _beliefs({"PP": np.where(held, 0.2, 0.0), "aa": np.where(held, 0.35, 0.0),
+                         "nn": np.where(held, 0.4, 0.0)}, n)
+    assert not any(lips_closed(shape_mouth(_half_open(n), trailing, centred=False)))
+    assert not any(lips_closed(shape_mouth(_half_open(n), leading, centred=True)))  # offline goes without the gain
