@@ -172,8 +172,7 @@ def centroid_weights(points: np.ndarray, target: np.ndarray, iterations: int = 2
     def weights_for(multipliers: np.ndarray) -> np.ndarray:
         return np.maximum(uniform + system.T @ multipliers, 0.0)
 
-    def dual(multipliers: np.ndarray) -> float:
-        weights = weights_for(multipliers)
+    def dual(multipliers: np.ndarray, weights: np.ndarray) -> float:
         return 0.5 * float(weights @ weights) - float(rhs @ multipliers)
 
     multipliers = np.zeros(4)
@@ -184,8 +183,9 @@ def centroid_weights(points: np.ndarray, target: np.ndarray, iterations: int = 2
             break
         free = system[:, weights > 0]
         direction = -np.linalg.lstsq(free @ free.T, gradient, rcond=None)[0]
-        step, start = 1.0, dual(multipliers)
-        while dual(multipliers + step * direction) > start + 1e-4 * step * float(gradient @ direction):
+        step, start = 1.0, dual(multipliers, weights)
+        while (dual(trial := multipliers + step * direction, weights_for(trial))
+               > start + 1e-4 * step * float(gradient @ direction)):
             step *= 0.5
             if step < 1e-12:
                 break
