@@ -118,3 +118,40 @@ def test_streamed_frames_do_not_depend_on_the_chunk_size():
     big = np.concatenate([b.arkit for b in blocks if b is not None])
     small = np.concatenate([b.arkit for b in blocks_small if b is not None])
     assert big.shape == small.shape and np.allclose(big, small, atol=1e-6)
+
+
+@pytest.mark.parametrize("subtype", ["PCM_U8", "PCM_16", "PCM_24", "PCM_32", "FLOAT", "DOUBLE"])
+def test_every_sample_format_decodes_to_the_same_full_scale(tmp_path, subtype):
+    tone = 0.5 * np.sin(2 * np.pi * 440 * np.arange(SR) / SR)
+    path = tmp_path / f"tone_{subtype}.wav"
+    soundfile.write(path, np.stack([tone, -tone], axis=1), SR, subtype=subtype)
+    left = np.concatenate(list(AudioFileStream(path).chunks(channels=2)))[:, 0]
+    assert len(left) == SR and np.abs(left - tone).max() < (1.5 / 128 if subtype == "PCM_U8" else 1e-4)
+
+
+def test_resampling_keeps_a_click_at_its_time(tmp_path):
+    path = tmp_path / "click.wav"
+    audio = np.zeros(2 * 48000, np.float32)
+    audio[48000] = 0.9  # one sample at exactly 1 s
+    soundfile.write(path, audio, 48000)
+    out = np.concatenate(list(AudioFileStream(path, chunk_s=0.3).chunks(rate=SR)))[:, 0]
+    assert len(out) == 2 * SR and int(np.argmax(out)) == SR
+
+
+def test_surround_is_mixed_to_mono_and_stereo(tmp_path):
+    import av
+
+    path = tmp_path / "surround.wav"
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("pcm_s16le", rate=SR, layout="5.1")
+        tone = (0.3 * np.sin(2 * np.pi * 300 * np.arange(SR) / SR) * 32767).astype(np.int16)
+        frame = av.AudioFrame.from_ndarray(np.repeat(tone, 6)[None, :], format="s16", layout="5.1")
+        frame.sample_rate = SR
+        container.mux(stream.encode(frame))
+        container.mux(stream.encode(None))
+    file = AudioFileStream(path)
+    assert file.channels == 6
+    mono = np.concatenate(list(file.chunks()))
+    stereo = np.concatenate(list(file.chunks(channels=2)))
+    assert mono.shape == (SR, 1) and stereo.shape == (SR, 2)
+    assert np.abs(mono).max() > 0.2 and np.allclose(stereo[:, 0], stereo[:, 1], atol=1e-3)
