@@ -202,6 +202,7 @@ class _RateConverter:
 
     def __init__(self, from_rate: int, to_rate: int, channels: int) -> None:
         self._stream = None
+        self._channels = channels
         if from_rate != to_rate:
             import soxr
 
@@ -211,7 +212,7 @@ class _RateConverter:
         if self._stream is None:
             return samples
         out = self._stream.resample_chunk(np.ascontiguousarray(samples), last=last)
-        return out.reshape(len(out), -1)
+        return out.reshape(-1, self._channels)  # a short block may give no samples yet
 
 
 def _take(pending: list[np.ndarray], held: int, limit: int) -> tuple[np.ndarray, list[np.ndarray], int]:

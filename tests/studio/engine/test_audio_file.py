@@ -155,3 +155,12 @@ def test_surround_is_mixed_to_mono_and_stereo(tmp_path):
     stereo = np.concatenate(list(file.chunks(channels=2)))
     assert mono.shape == (SR, 1) and stereo.shape == (SR, 2)
     assert np.abs(mono).max() > 0.2 and np.allclose(stereo[:, 0], stereo[:, 1], atol=1e-3)
+
+
+def test_a_last_block_too_short_to_give_a_sample_yet_is_resampled_whole(tmp_path):
+    path = tmp_path / "word.wav"
+    rate = 44100
+    length = 22 * 4096 + 100  # the decoder's 4096-sample packets: a first block of 2 s and more, then 100 samples
+    soundfile.write(path, 0.3 * np.sin(2 * np.pi * 220 * np.arange(length) / rate), rate)
+    out = np.concatenate(list(AudioFileStream(path).chunks(rate=SR)))
+    assert abs(len(out) - length * SR / rate) <= 1
