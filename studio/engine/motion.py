@@ -343,11 +343,25 @@ class MouthGate:
     and closes gently (a longer release). `audible` looks at hops LOOK_BEHIND before to
     LOOK_AHEAD after the current one: the face model lags its input by its lookahead, so the
     streamed engine already has the prosody of that many of those hops when it emits this one
-    (the live model's 1 hop: its gate needs the faster `attack_for_warning(1)`).
+    (the live model's 1 hop: its gate needs the faster `attack_for_warning(1)`). A file has the whole
+    future, and looks FILE_LOOK_AHEAD hops ahead.
     """
 
     LOOK_BEHIND = 1
     LOOK_AHEAD = 3
+    FILE_LOOK_AHEAD = 12
+    """A word's first hops are often too quiet to count as heard (below AUDIBLE_DB, or within ABOVE_FLOOR_DB of a
+    noisy room's floor), so a gate that opened only 3 hops before the first heard one showed the mouth opening
+    after the sound: `lipsync` on the human dev set opened 16.9 ms later than the target after pauses, 31 ms in
+    room noise 20 dB below the speech and 59 ms at 10 dB. Looking 12 hops ahead: -1.9, 14.4 and 31.3 ms (the
+    model's own, ungated: -3.6 ms as recorded), rest in pauses 99.1 -> 99.0 %, nothing else moved
+    (docs/model_comparison.md, fourteenth round)."""
+    VOICE_OPENS = 0.5
+    """Live, the future is one hop, so the engine also opens the gate where the model itself hears a voice (its
+    voice activity above this) before the level counts as heard. The live engine on the human dev set opened the
+    mouth 15.9 ms later than the target after pauses, 37.9 ms in room noise 20 dB below the speech and 64.4 ms at
+    10 dB; with the model's voice: 4.7, 32.5 and 44.3 ms (ungated: 3.2 ms as recorded, 44.1 at 10 dB), rest in
+    pauses 99.1 / 99.5 / 99.6 -> 99.0 / 99.5 / 99.5 % (docs/model_comparison.md, fourteenth round)."""
     OPEN_WT = 3.89  # a critically damped spring from rest is 90 % open after omega * t = 3.89: 1 - (1 + wt) e^-wt
 
     def __init__(self, attack_omega: float = 120.0, release_omega: float = 40.0, opened: bool = False) -> None:
@@ -359,8 +373,8 @@ class MouthGate:
     def attack_for_warning(cls, hops: int) -> float:
         """The attack omega that opens the gate 90 % in `hops` hops (at least one). A stream that hears sound
         only `hops` hops before it shows it (the live engine: the face model's lookahead) must open that
-        fast, or the onset is shown with the mouth still half gated shut; the default attack (120/s) is
-        about this for the LOOK_AHEAD hops a file gives."""
+        fast, or the onset is shown with the mouth still half gated shut; the default attack (120/s) opens
+        it in about 3 hops, well within the FILE_LOOK_AHEAD hops a file gives."""
         return cls.OPEN_WT / (max(1, hops) * HOP_S)
 
     def step(self, audible: bool, dt: float = HOP_S) -> float:

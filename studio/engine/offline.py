@@ -104,7 +104,7 @@ class StreamingAnalysis:
     """Engine-rate audio in, frames at `fps` out, as it comes: memory bounded whatever the length.
 
     Each hop goes through features, the face model (its lookahead compensated, so frame t depicts
-    media time t), the silence gate (which looks MouthGate.LOOK_AHEAD hops ahead: a file has the
+    media time t), the silence gate (which looks MouthGate.FILE_LOOK_AHEAD hops ahead: a file has the
     future), and motion; `push()` returns the frames whose hops are all known, `finish()` the rest.
     """
 
@@ -183,17 +183,17 @@ class StreamingAnalysis:
         face_end = self._face_start + len(self._face[2])
         prosody_end = self._prosody_start + len(self._prosody)
         if final_hops is None:  # the mouth shaper looks two hops ahead too
-            end = min(face_end - 2, prosody_end - MouthGate.LOOK_AHEAD)
+            end = min(face_end - 2, prosody_end - MouthGate.FILE_LOOK_AHEAD)
         else:
             end = min(face_end, final_hops)
         if end <= self._hops_done:
             return
         count = end - self._hops_done
-        # a hop is heard when any hop from LOOK_BEHIND before to LOOK_AHEAD after it is loud (none past the end)
+        # a hop is heard when any hop from LOOK_BEHIND before to FILE_LOOK_AHEAD after it is loud (none past the end)
         loud_so_far = np.concatenate([[0], np.cumsum(self._prosody[:, 4] > 0)])
         at = np.arange(self._hops_done, end) - self._prosody_start
         low = np.clip(at - MouthGate.LOOK_BEHIND, 0, len(self._prosody))
-        high = np.clip(at + MouthGate.LOOK_AHEAD + 1, 0, len(self._prosody))
+        high = np.clip(at + MouthGate.FILE_LOOK_AHEAD + 1, 0, len(self._prosody))
         gates = self.gate.run((loud_so_far[high] > loud_so_far[low]).tolist())
         first = self._hops_done - self._face_start
         lead = min(first, 2)  # the shaper's context: two hops either side where there are
@@ -304,9 +304,9 @@ def _gated_motion(arkit_hops: np.ndarray, voice_hops: np.ndarray, prosodies: lis
     motion = MotionGenerator(style)
     gate = MouthGate(opened=not gate_mouth)
     n = len(arkit_hops)
-    loud = np.array([p.audible for p in prosodies] + [False] * (MouthGate.LOOK_AHEAD + 1))
+    loud = np.array([p.audible for p in prosodies] + [False] * (MouthGate.FILE_LOOK_AHEAD + 1))
     audible = np.zeros(n, bool)
-    for k in range(-MouthGate.LOOK_BEHIND, MouthGate.LOOK_AHEAD + 1):  # any audible hop nearby
+    for k in range(-MouthGate.LOOK_BEHIND, MouthGate.FILE_LOOK_AHEAD + 1):  # any audible hop nearby
         audible[max(0, -k):] |= loud[max(0, k):max(0, k) + n - max(0, -k)]
     gates = np.ones(n, np.float32)
     poses = np.zeros((n, 55, 3), np.float32)

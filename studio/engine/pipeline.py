@@ -642,7 +642,7 @@ class Engine:
         if self._track is None:  # the model's mouth is gated shut in silence (it may murmur on noise)
             audible = any(self._prosody_at(hop.index + k).audible
                           for k in range(-MouthGate.LOOK_BEHIND, MouthGate.LOOK_AHEAD + 1))
-            gate = self._gate.step(audible)
+            gate = self._gate.step(audible or hop.voice > MouthGate.VOICE_OPENS)
             voice = hop.voice * gate
         else:
             gate, voice = 1.0, hop.voice

@@ -64,3 +64,19 @@ def test_the_report_spells_out_nested_training_figures_one_per_row():
     assert "| offline_model.train_steps | 4099 |" in report
     assert "| offline_model.lookahead_ms | 120 |" in report
     assert "{" not in report
+
+
+def test_onset_delay_is_how_much_later_than_the_target_the_mouth_opens_after_a_pause():
+    example = _vowel_between_pauses()  # the target opens at frame 10, after 100 ms of silence ...
+    example.voice_active[:] = 0.0
+    example.arkit[:30] = 0.0  # ... made a pause over 250 ms: the "oo" now opens at frame 30
+    example.voice_active[30:50] = 1.0
+    assert articulation_metrics(_Shows(example.arkit), [example])["onset_delay_ms"] == 0.0
+    late = np.roll(example.arkit, 2, axis=0)
+    figures = articulation_metrics(_Shows(late), [example])
+    assert figures["onset_delay_ms"] == 20.0 and figures["onsets"] == 1
+    never = example.arkit.copy()
+    never[:, ARKIT_INDEX["jawOpen"]] = 0.0
+    assert articulation_metrics(_Shows(never), [example])["onset_delay_ms"] == 300.0
+    no_pause = _vowel_between_pauses()  # 100 ms of silence before the vowel is not a pause
+    assert articulation_metrics(_Shows(no_pause.arkit), [no_pause])["onsets"] == 0

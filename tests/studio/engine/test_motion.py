@@ -175,7 +175,8 @@ def test_mouth_gate_opens_at_once_on_sound_and_closes_gently():
 
 
 def test_mouth_gate_attack_fits_the_warning_the_stream_gets():
-    assert MouthGate.attack_for_warning(3) == pytest.approx(MouthGate().attack_omega, rel=0.1)  # a file: LOOK_AHEAD
+    assert MouthGate.attack_for_warning(3) == pytest.approx(MouthGate().attack_omega, rel=0.1)  # 3 hops: 120/s
+    assert MouthGate.attack_for_warning(MouthGate.FILE_LOOK_AHEAD) < MouthGate().attack_omega  # a file: in time
     live = MouthGate(MouthGate.attack_for_warning(1))  # the live model hears sound one hop ahead
     assert 0.85 < live.step(True) < 0.95  # 90 % open one hop after the sound is heard
     assert live.step(True) > 0.99

@@ -146,6 +146,18 @@ def test_in_a_noisy_room_the_mouth_rests_around_a_word_and_opens_on_it():
         assert frames[i].voice_activity >= 0.9 * alone.voice_activity[i], i
 
 
+def test_a_word_that_fades_in_through_room_noise_is_let_through_where_the_model_hears_a_voice():
+    word = vowel(0.6)
+    word[:ENGINE_RATE * 12 // 100] *= (np.arange(ENGINE_RATE * 12 // 100) / (ENGINE_RATE * 12 // 100)) ** 2  # soft onset
+    audio = np.concatenate([np.zeros(ENGINE_RATE, np.float32), word, np.zeros(ENGINE_RATE // 2, np.float32)])
+    audio += (10 ** (-30 / 20) * 0.3 * np.random.default_rng(0).standard_normal(len(audio))).astype(np.float32)
+    alone, frames = _ungated_and_engine_frames(audio)
+    onset = ENGINE_RATE // HOP
+    # its first hops are too quiet to count as heard, but the model already hears a voice in them
+    voiced = [i for i in range(onset, onset + 6) if alone.voice_activity[i] > 0.5]
+    assert voiced and frames[voiced[0]].voice_activity > 0.5 * alone.voice_activity[voiced[0]]
+
+
 @pytest.mark.parametrize("fps", [50, 30])
 def test_below_100_fps_each_frame_shows_the_newest_hop_the_model_has_given(fps):
     engine = Engine(HopFeeder(silence_vowel_silence()), fps=fps)  # the model runs on batches of 2 or 3 hops
