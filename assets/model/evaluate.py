@@ -192,7 +192,7 @@ def _markdown(results: dict) -> str:
             lines.append(f"| {key} | {value} |")
     articulation = results.get("articulation") or {}
     keys = ("closure_recall_pct", "rounding_recall_pct", "open_vowel_recall_pct", "pause_mouth_at_rest_pct",
-            "aperture_lag_ms", "vowel_lips_shut_pct")
+            "aperture_lag_ms", "onset_delay_ms", "vowel_lips_shut_pct")
     if articulation:
         lines += ["", "## articulation: synthetic held-out / human dev / human dev through a telephone band "
                   "(as shown: mouth shaper on)", "",
@@ -362,6 +362,8 @@ MAX_LAG_FRAMES = 10
 VOWEL_VISEMES = [VISEME_INDEX[name] for name in ("aa", "E", "ih", "oh", "ou")]
 SPREAD_VISEMES = [VISEME_INDEX[name] for name in ("aa", "E", "ih")]  # unrounded vowels
 VOWEL_EDGE_FRAMES = 3
+ONSET_OPEN = 0.1  # mouth_openness above this: the mouth has opened (the bench's speech_to_frame threshold)
+ONSET_EARLY_FRAMES, ONSET_LATE_FRAMES = 10, 30  # an opening searched from 100 ms before to 300 ms after the target's
 ISSUE_ROUNDED_PHONES = ("UW", "OW", "W")  # CMU phones: the human dev set's rounding target is stated on these
 
 
@@ -422,13 +424,16 @@ def articulation_metrics(model: FaceModel, examples) -> dict:
     open vowels, mouth at rest in pauses over 250 ms, the lag that maximises the aperture correlation, and
     false closures: the lips shut inside a vowel (30 ms in from either edge, where a neighbouring p/b/m or
     the aligner's timing does not reach; lower is better), and false rounding: an unrounded vowel (a, e, i)
-    shown rounded, funnel or pucker at the visible level, measured the same way (lower is better)."""
+    shown rounded, funnel or pucker at the visible level, measured the same way (lower is better). And the
+    onset delay: after each pause over 250 ms, how much later than the target the mouth opens (mean ms; the
+    bench's speech_to_frame times the same moment on a synthetic burst, this on speech)."""
     from studio.speech.visemes import lips_closed, mouth_openness
 
     open_vowel = {VISEME_INDEX["aa"]}
     jaw = [ARKIT_INDEX["jawOpen"]]
     counts = dict.fromkeys(("closure_hit", "closure", "round_hit", "round", "open_hit", "open", "rest", "pause",
                             "vowel_shut", "vowel", "spread_rounded", "spread"), 0)
+    onset_delays: list[int] = []
     pred_open, target_open = [], []
     for example in examples:
         out = _predict(model, example)
@@ -447,6 +452,7 @@ def articulation_metrics(model: FaceModel, examples) -> dict:
                 inner = out[start + PAUSE_EDGE_FRAMES:stop - PAUSE_EDGE_FRAMES]
                 counts["rest"] += int(mouth_at_rest(inner).sum())
                 counts["pause"] += len(inner)
+                onset_delays += _onset_delays(out, example.arkit, stop)
         for inner in _interiors(out, example.viseme, VOWEL_VISEMES):
             counts["vowel_shut"] += int(lips_closed(inner).sum())
             counts["vowel"] += len(inner)
@@ -472,7 +478,26 @@ def articulation_metrics(model: FaceModel, examples) -> dict:
         "aperture_lag_ms": 10 * lags[int(np.argmax(corr))],  # + : the mouth moves after the target
         "vowel_lips_shut_pct": pct("vowel_shut", "vowel"), "vowel_frames": counts["vowel"],
         "unrounded_vowel_rounded_pct": pct("spread_rounded", "spread"), "unrounded_vowel_frames": counts["spread"],
+        "onset_delay_ms": round(10 * float(np.mean(onset_delays)), 1) if onset_delays else None,
+        "onsets": len(onset_delays),
     }
+
+
+def _onset_delays(out: np.ndarray, target: np.ndarray, pause_end: int) -> list[int]:
+    """Frames from the target's mouth opening after a pause to the output's (+: late), as a list of one or none.
+
+    An output that does not open within ONSET_LATE_FRAMES counts as that late; one that opened more than
+    ONSET_EARLY_FRAMES early was open in the pause already, which the rest figure counts, so it counts as that early.
+    """
+    from studio.speech.visemes import mouth_openness
+
+    opens = np.flatnonzero(mouth_openness(target[pause_end:pause_end + ONSET_LATE_FRAMES]) > ONSET_OPEN)
+    if not opens.size:
+        return []
+    at = pause_end + int(opens[0])
+    start = max(0, at - ONSET_EARLY_FRAMES)
+    shown = np.flatnonzero(mouth_openness(out[start:at + ONSET_LATE_FRAMES]) > ONSET_OPEN)
+    return [start + int(shown[0]) - at if shown.size else ONSET_LATE_FRAMES]
 
 
 if __name__ == "__main__":
