@@ -298,30 +298,21 @@ def analyze_audio(path_or_array, fps: float = 60, sample_rate: int | None = None
     return list(stream_frames(path_or_array, fps, sample_rate, model_variant, style))
 
 
-def _gated_motion(arkit_hops: np.ndarray, voice_hops: np.ndarray, prosodies: list[Prosody], style: MotionStyle,
-                  gate_mouth: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per-hop face with the silence gate, motion laid over it: (arkit, pose, transl, voice)."""
+def _text_motion(arkit_hops: np.ndarray, voice_hops: np.ndarray, prosodies: list[Prosody],
+                 style: MotionStyle) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per-hop face of a phoneme track with motion laid over it: (arkit, pose, transl, voice). No silence gate:
+    a phoneme track's mouth is exact, it does not murmur on noise."""
     motion = MotionGenerator(style)
-    gate = MouthGate(opened=not gate_mouth)
     n = len(arkit_hops)
-    loud = np.array([p.audible for p in prosodies] + [False] * (MouthGate.FILE_LOOK_AHEAD + 1))
-    audible = np.zeros(n, bool)
-    for k in range(-MouthGate.LOOK_BEHIND, MouthGate.FILE_LOOK_AHEAD + 1):  # any audible hop nearby
-        audible[max(0, -k):] |= loud[max(0, k):max(0, k) + n - max(0, -k)]
-    gates = np.ones(n, np.float32)
     poses = np.zeros((n, 55, 3), np.float32)
     transl = np.zeros((n, 3), np.float32)
     eyes = np.zeros((n, NUM_ARKIT), np.float32)
     voice_out = np.asarray(voice_hops, np.float32)[:n].copy()
-    for i, heard in enumerate(audible.tolist()):
+    for i in range(n):
         prosody = prosodies[i] if i < len(prosodies) else SILENCE
-        if gate_mouth:
-            gates[i] = gate.step(heard)
-            voice_out[i] *= gates[i]
         frame = motion.step(i * HOP_S, replace(prosody, speaking=float(voice_out[i])))
         poses[i], transl[i], eyes[i] = frame.pose, frame.transl, frame.eye_weights
     arkit = np.clip(np.asarray(arkit_hops, np.float32), 0.0, 1.0)
-    arkit[:, MOUTH_CHANNELS] *= gates[:, None]
     return lay_eyes(arkit, eyes), poses, transl, voice_out
 
 
@@ -363,8 +354,7 @@ def analyze_text(text: str, voice: str = "en-us", rate_wpm: int = 175, pitch: in
     audio = resample_clip(clip.audio, clip.sample_rate, ENGINE_RATE)
     track = phoneme_track(clip.phonemes, clip.duration_s, fps=1.0 / HOP_S)
     prosodies = ProsodyTracker().push(np.concatenate([audio, np.zeros(int(ENGINE_RATE * HOP_S), np.float32)]))
-    arkit, poses, transl, voice_out = _gated_motion(track.arkit, track.voice_active, prosodies,
-                                                    style or MotionStyle(), gate_mouth=False)
+    arkit, poses, transl, voice_out = _text_motion(track.arkit, track.voice_active, prosodies, style or MotionStyle())
     # the mouth comes straight from the phoneme track at the output rate (exact closures, no hop blur)
     exact = phoneme_track(clip.phonemes, clip.duration_s, fps=fps).arkit
     return clip, _frames_at_fps(arkit, poses, transl, voice_out, None, clip.duration_s, fps, mouth=exact)
