@@ -244,9 +244,38 @@ class LipsyncPipeline:
         return np.concatenate([arkit, np.repeat(arkit[-1:], max(0, frames - len(arkit)), axis=0)])[:frames]
 
 
+class LiveEngine:
+    """What the studio shows live, at 100 fps: the engine (features, model, streaming shaper, silence gate, motion)
+    fed an example's audio hop by hop as a microphone delivers it, its frames read at the example's frame times."""
+
+    def __init__(self, variant: str, path: Path) -> None:
+        from studio.engine.pipeline import Engine
+
+        self.engine = Engine(model_variant=variant, model_path=path)
+
+    def arkit(self, example) -> np.ndarray:
+        from studio.engine.bench import HopFeeder
+
+        if example.audio is None:
+            raise ValueError("LiveEngine needs examples built with their audio")
+        feeder = HopFeeder(np.concatenate([example.audio, np.zeros(1600, np.float32)]))
+        queue = self.engine.subscribe(len(feeder.audio) // 100 + 100)
+        self.engine.set_source(feeder)
+        while not feeder.finished:
+            self.engine.run_once()
+        frames = queue.drain()
+        self.engine.unsubscribe(queue)
+        times = np.array([frame.media_time_s for frame in frames]) - self.engine.source_start_media_s
+        shown = np.stack([frame.arkit for frame in frames])
+        grid = np.arange(len(example.viseme)) / FEATURE_FPS
+        return np.stack([np.interp(grid, times, shown[:, k]) for k in range(shown.shape[1])], axis=1)
+
+
 def _predict(model, example) -> np.ndarray:
     """(T, 52) at 100 fps for one example: a pipeline reads its audio, a model its features."""
-    return model.arkit(example) if isinstance(model, LipsyncPipeline) else model.run_offline(example.features).arkit
+    if isinstance(model, (LipsyncPipeline, LiveEngine)):
+        return model.arkit(example)
+    return model.run_offline(example.features).arkit
 
 
 class ShapedModel:
@@ -265,9 +294,10 @@ class ShapedModel:
 
 def articulation_report(paths: dict, synthetic, human, human_telephone=()) -> dict:
     """Per-class articulation of each variant as shown live (shaper streaming) and offline (centred), on the
-    synthetic held-out set, the human dev set and that set through a telephone band side by side; and, row
-    `lipsync`, of what the offline analysis writes from the audio (the full-context model where given, else
-    the live fp32 one)."""
+    synthetic held-out set, the human dev set and that set through a telephone band side by side; row
+    `live_engine`, of what the live engine shows from the audio (the fp32 model, silence gate and motion
+    included); and row `lipsync`, of what the offline analysis writes from the audio (the full-context model
+    where given, else the live fp32 one)."""
 
     def on_each_set(model) -> dict:
         return {"synthetic": articulation_metrics(model, synthetic),
@@ -280,6 +310,8 @@ def articulation_report(paths: dict, synthetic, human, human_telephone=()) -> di
         modes = (("full_context", True),) if variant == "offline" else (("live", False), ("offline", True))
         for mode, centred in modes:
             report[f"{variant}_{mode}"] = on_each_set(ShapedModel(model, centred))
+    if "fp32" in _model_paths(paths):
+        report["live_engine"] = on_each_set(LiveEngine("fp32", _model_paths(paths)["fp32"]))
     pipeline = _lipsync_pipeline(paths)
     if pipeline is not None:
         report["lipsync"] = on_each_set(pipeline)

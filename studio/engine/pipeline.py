@@ -17,6 +17,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 
@@ -173,7 +174,8 @@ class Engine:
                  style: MotionStyle | None = None, fps: float = 100.0,
                  expression: ExpressionLayer | Callable[[np.ndarray], np.ndarray] | None = None,
                  anchor: AnchorStage | None = None, budget_ms: float = 10.0, plan: ModulePlan | None = None,
-                 monotonic: Callable[[], float] = time.monotonic) -> None:
+                 monotonic: Callable[[], float] = time.monotonic, model_path: str | Path | None = None) -> None:
+        """`model_path`: a face model file other than the installed one of `model_variant` (model evaluation)."""
         from studio.engine.face_model import FaceModel
 
         if plan is not None:
@@ -182,7 +184,7 @@ class Engine:
             raise ValueError(f"Engine fps={fps} is out of range; allowed 1..100 (the model runs at 100 hops/s)")
         self.plan = plan or ModulePlan(face_variant=model_variant, face_rate_hz=fps)
         self.fps = float(fps)
-        self.model = FaceModel(model_variant)
+        self.model = FaceModel(model_variant, path=model_path)
         self.model_variant = model_variant
         self._models = {model_variant: self.model}
         self.motion = MotionGenerator(style, self.plan.body_mode, self.plan.hands_mode)

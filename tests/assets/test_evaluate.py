@@ -80,3 +80,21 @@ def test_onset_delay_is_how_much_later_than_the_target_the_mouth_opens_after_a_p
     assert articulation_metrics(_Shows(never), [example])["onset_delay_ms"] == 300.0
     no_pause = _vowel_between_pauses()  # 100 ms of silence before the vowel is not a pause
     assert articulation_metrics(_Shows(no_pause.arkit), [no_pause])["onsets"] == 0
+
+
+def test_the_live_engine_row_scores_what_the_engine_shows_at_the_examples_frame_times():
+    from assets.model.evaluate import LiveEngine
+    from studio.engine.face_model import default_model_path
+    from studio.speech.visemes import mouth_openness
+    from tests.studio.engine.helpers import SR, silence_vowel_silence
+
+    audio = silence_vowel_silence()  # 0.6 s silence, 1 s vowel, 0.6 s silence
+    frames = len(audio) * 100 // SR
+    example = Example(np.zeros((frames, 80), np.float32), np.zeros((frames, NUM_ARKIT), np.float32),
+                      np.zeros(frames, np.int64), np.zeros(frames, np.float32), audio)
+    engine = LiveEngine("fp32", default_model_path("fp32"))
+    for _ in range(2):  # one engine, example after example
+        shown = mouth_openness(engine.arkit(example))
+        assert len(shown) == frames
+        assert shown[:50].max() < 0.05 and shown[175:].max() < 0.05
+        assert np.median(shown[70:150]) > 0.15
