@@ -255,10 +255,12 @@ class LiveEngine:
 
     def arkit(self, example) -> np.ndarray:
         from studio.engine.bench import HopFeeder
+        from studio.engine.sources import ENGINE_RATE
 
         if example.audio is None:
             raise ValueError("LiveEngine needs examples built with their audio")
-        feeder = HopFeeder(np.concatenate([example.audio, np.zeros(1600, np.float32)]))
+        # 100 ms of silence after the audio: the model's lookahead still owes the last hops
+        feeder = HopFeeder(np.concatenate([example.audio, np.zeros(ENGINE_RATE // 10, np.float32)]))
         queue = self.engine.subscribe(len(feeder.audio) // 100 + 100)
         self.engine.set_source(feeder)
         while not feeder.finished:

@@ -176,9 +176,7 @@ def _planar_float(frame) -> np.ndarray:
     `to_ndarray` costs 50 µs a frame, as much as the rest of the decoding)."""
     name, count, samples = frame.format.name, frame.layout.nb_channels, frame.samples
     kind = name.removesuffix("p")
-    if kind not in _SAMPLE_TYPES:
-        raise AudioInputError(f"sample format {name!r} is not supported")
-    sample_type = _SAMPLE_TYPES[kind]
+    sample_type = _SAMPLE_TYPES[kind]  # every FFmpeg sample format is there
     if frame.format.is_planar:  # a plane's buffer may be padded past its samples
         data = np.stack([np.frombuffer(plane, sample_type, count=samples) for plane in frame.planes])
     else:
