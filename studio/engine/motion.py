@@ -713,6 +713,8 @@ class ProsodyTracker:
         pitch_window = self.WINDOW // self.DECIMATION
         self._taper = np.hanning(pitch_window) / self.DECIMATION  # the decimation's 1/2 folded in
         self._n_fft = 2 * pitch_window
+        # below this a hop is silence; the owner lowers it by the lift a quiet voice gets (studio.engine.level)
+        self.audible_db = AUDIBLE_DB
         self.reset()
 
     def reset(self) -> None:
@@ -753,8 +755,9 @@ class ProsodyTracker:
         tail = frames[:, -self.LEVEL_SPAN:]
         levels = [10.0 * math.log10(power / self.LEVEL_SPAN + 1e-12)
                   for power in np.einsum("ij,ij->i", tail, tail).tolist()]
+        audible_db = self.audible_db
         measured = [i for i, level_db in enumerate(levels)
-                    if level_db > AUDIBLE_DB and (self._hops_seen + i) % self.PITCH_EVERY == 0]
+                    if level_db > audible_db and (self._hops_seen + i) % self.PITCH_EVERY == 0]
         pitches: dict[int, tuple[int, float]] = {}
         if measured:
             voiced = frames if len(measured) == hops else frames[measured]
@@ -775,11 +778,11 @@ class ProsodyTracker:
             quietest.append((seen + i, level_db))
             if quietest[0][0] <= seen + i - NOISE_FLOOR_WINDOW_HOPS:
                 quietest.popleft()
-            heard_out.append(level_db > AUDIBLE_DB and level_db > quietest[0][1] + ABOVE_FLOOR_DB)
+            heard_out.append(level_db > audible_db and level_db > quietest[0][1] + ABOVE_FLOOR_DB)
             fresh = (seen + i) % self.PITCH_EVERY == 0
             if fresh:
                 held = pitches.get(i, (0, 0.0))
-            audible = level_db > AUDIBLE_DB
+            audible = level_db > audible_db
             peak_db = max(level_db, peak_db - 0.02)  # decays 2 dB/s
             energy = _clamp((level_db - (peak_db - 30.0)) / 30.0, 0.0, 1.0) if audible else 0.0
             pitch, voiced = 0.0, False

@@ -16,7 +16,9 @@ import numpy as np
 
 from studio.avatar.arkit import ARKIT_NAMES, NUM_ARKIT
 from studio.engine.features import LogMelExtractor, resample
+from studio.engine.level import SpeechLevelLift
 from studio.engine.motion import (
+    AUDIBLE_DB,
     HOP_S,
     SILENCE,
     MotionGenerator,
@@ -118,6 +120,7 @@ class StreamingAnalysis:
         self.fps = _check_fps(fps)
         self.model = FaceModel(model_variant or offline_variant(), path=model_path)
         self.features = LogMelExtractor()
+        self.level = SpeechLevelLift()
         self.prosody = ProsodyTracker()
         body = ("head_torso", "fixed") if face_only else ("full", "articulated")
         self.face_only = face_only
@@ -161,10 +164,11 @@ class StreamingAnalysis:
         return self._frames(final_hops=total_hops)
 
     def _feed(self, samples: np.ndarray) -> None:
-        features = self.features.push(samples)
+        features = self.level.push(self.features.push(samples))
         if len(features):
             self._last_features = features[-1:]
             self._model_step(features)
+        self.prosody.audible_db = AUDIBLE_DB - self.level.lift_db
         hops = np.array(self.prosody.push_arrays(samples), np.float64).T  # energy, pitch, voiced, level_db, audible
         if len(hops):
             self._prosody = np.concatenate([self._prosody, hops])

@@ -24,8 +24,10 @@ import numpy as np
 from studio.avatar.arkit import NUM_ARKIT
 from studio.engine.anchor import AnchorStage, SpatialAnchor
 from studio.engine.features import LogMelExtractor
+from studio.engine.level import SpeechLevelLift
 from studio.engine.monitor import MAX_DELAY_S, VoiceMonitor
 from studio.engine.motion import (
+    AUDIBLE_DB,
     HOP_S,
     SILENCE,
     MotionGenerator,
@@ -201,6 +203,7 @@ class Engine:
         self.slot = LatestFrameSlot()
         self.telemetry = LatencyTelemetry(budget_ms=budget_ms)
         self.features = LogMelExtractor()
+        self.level = SpeechLevelLift()  # quiet voices lifted for the model; the source's level is its voice's
         self.prosody = ProsodyTracker()
         self._subscribers: list[FrameQueue] = []
         self._audio_listeners: list[Callable[[float, np.ndarray], None]] = []
@@ -468,6 +471,7 @@ class Engine:
         self._prosody_history: deque[Prosody] = deque(maxlen=256)
         self._track = None
         self._reset_face_stream()
+        self.level.reset()
         self.prosody.reset()
         self.motion.reset()
         self._held_motion = None
@@ -522,8 +526,9 @@ class Engine:
             for listener in list(self._audio_listeners):
                 listener(media, samples)
         t0 = time.perf_counter()
+        self.prosody.audible_db = AUDIBLE_DB - self.level.lift_db
         prosodies = self.prosody.push(samples)
-        features = None if self._track is not None else self.features.push(samples)
+        features = None if self._track is not None else self.level.push(self.features.push(samples))
         self._fed += len(samples)
         t1 = time.perf_counter()
         self._add_prosody(prosodies)
@@ -604,7 +609,7 @@ class Engine:
         if self._track is not None or not self.model.lookahead_frames:
             return
         silence = np.zeros(HOP * self.model.lookahead_frames, np.float32)
-        features = self.features.push(silence)
+        features = self.level.push(self.features.push(silence))
         self._add_prosody(self.prosody.push(silence))
         self._fed += len(silence)
         self._emit_hops([hop for hop in self._face_hops(features, flush=True) if hop.index * HOP < audio_end], {})
