@@ -327,12 +327,12 @@ def _lipsync_pipeline(paths: dict) -> LipsyncPipeline | None:
     return LipsyncPipeline(variant, models[variant]) if variant in models else None
 
 
-ROOM_CONDITIONS = (("10 dB hotter", 10.0, None), ("20 dB hotter", 20.0, None),
+ROOM_CONDITIONS = (("20 dB quieter", -20.0, None), ("10 dB hotter", 10.0, None), ("20 dB hotter", 20.0, None),
                    ("room noise 20 dB below the speech", 0.0, 20.0), ("room noise 10 dB below the speech", 0.0, 10.0))
 
 
 def room_report(pipeline: LipsyncPipeline, clips, as_recorded: dict) -> dict:
-    """What `lipsync` writes from the human dev set through a hotter microphone gain and in a noisy room
+    """What `lipsync` writes from the human dev set through a quieter or hotter microphone gain and in a noisy room
     (`ROOM_CONDITIONS`), after `as_recorded` (its articulation on the clips as they are, already measured):
     a user's level and room decide whether the mouth rests in pauses."""
     from assets.model import human_dev
