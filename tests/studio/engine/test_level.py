@@ -7,22 +7,13 @@ from studio.engine import level
 from studio.engine.features import LOG_FLOOR, LogMelExtractor
 from studio.engine.level import SpeechLevelLift
 from studio.engine.offline import stream_frame_blocks
-from studio.speech.espeak import EspeakSynth
 from studio.speech.visemes import mouth_openness
-from tests.studio.engine.helpers import SR
+from tests.studio.engine.helpers import SR, two_sentences
 
 
 @pytest.fixture(scope="module")
 def speech() -> np.ndarray:
-    """Two sentences at a normal level (10 ms levels' 90th percentile at -18 dBFS), a pause between."""
-    from studio.engine.sources import resample_clip
-
-    clips = [EspeakSynth().synthesize(line) for line in ("Bob met Pam by the maple tree.", "Would you move to Oslo?")]
-    pause = np.zeros(SR // 2, np.float32)
-    audio = np.concatenate([pause] + [np.concatenate([resample_clip(c.audio, c.sample_rate, SR), pause]) for c in clips])
-    hops = audio[: len(audio) // 160 * 160].reshape(-1, 160)
-    p90 = np.percentile(10 * np.log10((hops.astype(np.float64) ** 2).mean(1) + 1e-12), 90)
-    return (audio * 10 ** ((-18.0 - p90) / 20)).astype(np.float32)
+    return two_sentences()
 
 
 def _band_level_db(features: np.ndarray) -> np.ndarray:
