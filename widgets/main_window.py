@@ -57,6 +57,7 @@ DEFAULT_PRESENT_FPS = 30.0  # without a preset; a preset sets its own (never fas
 STATUS_INTERVAL_MS = 500
 TELEMETRY_INTERVAL_MS = 100
 DEFAULT_SIZE = (1440, 900)
+MIN_LIFT_SHOWN_DB = 1.0  # a quiet voice lifted for the lip model: the status bar says so from this lift on
 MINIMUM_SIZE = (960, 640)  # the viewport, the Inspector's names and numbers and the Latency table all still fit
 BACKGROUND_LABELS = {"studio": "Studio", "chroma": "Chroma green", "transparent": "Transparent"}
 ESPEAK_VOICES = ("en-us", "en-gb", "en-gb-scotland", "en-us+f3", "en-us+m3", "de", "fr-fr", "es")
@@ -248,6 +249,12 @@ class MainWindow(QMainWindow):
         self.input_label = QLabel("Input: off")
         self.input_label.setToolTip("The microphone being listened to")
         self.input_meter = LevelMeter()
+        self.lift_label = QLabel("")
+        self.lift_label.setStyleSheet("color: #e5c07b")
+        self.lift_label.setToolTip("The voice is quiet, so the studio lifts it by this much before the lip model reads "
+                                   "it; what you hear and record is unchanged. Move the microphone closer or raise its "
+                                   "input gain.")
+        self.lift_label.hide()
         self.underrun_label = QLabel("")
         self.underrun_label.setStyleSheet("color: #e5c07b")
         self.underrun_label.setToolTip("The speaker ran dry this often: each is a dropout in the sound")
@@ -257,6 +264,7 @@ class MainWindow(QMainWindow):
         bar.addPermanentWidget(self.source_label)
         bar.addPermanentWidget(self.input_label)
         bar.addPermanentWidget(self.input_meter)
+        bar.addPermanentWidget(self.lift_label)
         bar.addPermanentWidget(self.avatar_label)
         bar.addPermanentWidget(self.fps_label)
 
@@ -409,9 +417,13 @@ class MainWindow(QMainWindow):
         if microphone is None:
             self.input_label.setText("Input: off")
             self.input_meter.set_level(None)
+            self.lift_label.hide()
             return
         self.input_label.setText(f"Input: {readable_device_name(microphone.device_name)}")
         self.input_meter.set_level(microphone.take_peak())
+        lift_db = self.engine.input_lift_db()
+        self.lift_label.setText(f"Quiet voice: +{lift_db:.0f} dB for the lips")
+        self.lift_label.setVisible(lift_db >= MIN_LIFT_SHOWN_DB)
 
     def fill_microphone_menu(self) -> None:
         """List the input devices each time the menu opens: devices come and go while the studio runs."""

@@ -454,6 +454,11 @@ class EngineController:
         source = self._source
         return source if source is not None and isinstance(source, _sources_module().MicrophoneSource) else None
 
+    def input_lift_db(self) -> float:
+        """How far the microphone's voice is lifted for the lip model (0: a normal level, or no microphone)."""
+        level = getattr(self.engine, "level", None)
+        return float(level.lift_db) if level is not None and self.microphone() is not None else 0.0
+
     def latest_frame(self) -> FrameState | None:
         """The engine's frame for the media time to show now (heard now, or a fixed delay behind it while the
         voice monitor plays), or None (never waits)."""

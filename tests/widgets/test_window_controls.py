@@ -14,6 +14,7 @@ from PySide6.QtGui import QWheelEvent
 from PySide6.QtWidgets import QApplication
 
 from tests.conftest import make_synthetic_avatar
+from tests.studio.engine.helpers import two_sentences
 from widgets.latency_dock import LatencyPanel
 from widgets.level_meter import LevelMeter
 from widgets.main_window import MINIMUM_SIZE, MainWindow, readable_device_name
@@ -185,8 +186,26 @@ def test_microphone_item_device_list_name_and_level_follow_the_microphone(open_w
         player.kill()
         player.wait()
 
+    assert window.lift_label.isHidden()  # a loud tone: nothing to lift
+
     window.microphone_action.trigger()  # unchecking stops listening
     assert not window.microphone_action.isChecked()
     assert window.source_label.text() == "Source: idle"
     window._update_input()
     assert window.input_label.text() == "Input: off" and window.input_meter.fraction() == 0.0
+
+    # a voice 30 dB under a normal one: the status bar says it is lifted for the lips (a new source, a new level)
+    pulse.trigger()
+    qtbot.waitUntil(lambda: window.source_label.text().startswith("Source: microphone"), timeout=10000)
+    quiet = tmp_path / "quiet.wav"
+    soundfile.write(quiet, np.tile(two_sentences(p90_dbfs=-48.0), 3), 16000)
+    player = subprocess.Popen(["paplay", "-d", "vsink", str(quiet)], env=os.environ.copy())
+    try:
+        qtbot.waitUntil(lambda: window._update_input() or window.lift_label.isVisible(), timeout=20000)
+    finally:
+        player.kill()
+        player.wait()
+    assert re.fullmatch(r"Quiet voice: \+\d+ dB for the lips", window.lift_label.text())
+    window.microphone_action.trigger()
+    window._update_input()
+    assert window.lift_label.isHidden()
