@@ -8,8 +8,10 @@ is under `TARGET_DBFS` is lifted up to it, as a conferencing AGC would; louder s
 voice at a normal level gives the model exactly the features it gave before.
 
 The lift is applied to the log-mel frames (a gain on each band's power under the extractor's floor), not to the
-samples: nothing clips, and the level meters, the silence gate, the recording and the monitored voice all keep
-the sound as it came. It is causal and runs frame by frame, so a file and a live stream get the same lift.
+samples: nothing clips, and the level meter, the recording and the monitored voice keep the sound as it came.
+The silence gate's absolute threshold (`motion.AUDIBLE_DB`) would still hold a quiet voice shut, so the engine
+and the file analysis lower it by the same lift (`ProsodyTracker.audible_db`). The lift is causal and runs frame
+by frame: streamed in any chunks it is the same.
 
 Speech level: a frame counts as speech when it stands `SPEECH_ABOVE_FLOOR_DB` over the room's floor (a minimum
 that rises `FLOOR_RISE_DB_PER_S`); the level follows speech frames up quickly (vowel peaks, `RISE_PER_FRAME`) and
