@@ -1,6 +1,6 @@
 import numpy as np
 
-from assets.model.train import colour
+from assets.model.train import DEADLINE_MINUTES, EVALUATION_RESERVE_S, colour, fitted_budgets
 from studio.engine.features import LogMelExtractor
 
 
@@ -41,3 +41,18 @@ def test_colour_draws_a_different_curve_each_time():
     rng = np.random.default_rng(2)
     first, second = colour(features, rng, 12.0), colour(features, rng, 12.0)
     assert np.abs(first - second).max() > 0.1
+
+
+def test_the_trainings_keep_their_budgets_when_the_corpus_leaves_room():
+    assert fitted_budgets(corpus_s=700.0, live_minutes=14.0, offline_minutes=10.0) == (14.0, 10.0)
+
+
+def test_a_slow_corpus_phase_shortens_both_trainings_so_make_model_ends_by_the_deadline():
+    corpus_s = 1129.5  # measured on a 2-core Intel Xeon: 14 + 10 min of training would end after 47.8 minutes
+    live, offline = fitted_budgets(corpus_s, 14.0, 10.0)
+    assert live < 14.0 and offline < 10.0 and abs(live / offline - 1.4) < 1e-9
+    assert corpus_s + (live + offline) * 60.0 + EVALUATION_RESERVE_S <= DEADLINE_MINUTES * 60.0 + 1e-6
+
+
+def test_however_slow_the_machine_each_training_keeps_a_fifth_of_its_budget():
+    assert fitted_budgets(corpus_s=3600.0, live_minutes=14.0, offline_minutes=10.0) == (14.0 * 0.2, 10.0 * 0.2)
