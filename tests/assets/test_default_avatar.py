@@ -99,13 +99,26 @@ def test_jaw_open_parts_the_lips_and_shows_teeth(model):
 
 
 def test_generator_reproduces_the_committed_file(tmp_path):
+    """Byte for byte, except the joint regressor's weights: only the joints they place are reproducible.
+
+    A fingertip joint's nearest still vertices lie nearly in a plane, so the weights that centre them on the
+    joint are ill-conditioned: OpenBLAS's AVX-512 kernels (OPENBLAS_CORETYPE=SkylakeX) round differently from
+    its Haswell and Zen ones and move single thumb weights by up to 0.03, while the joint moves 0.25 um on the
+    template and under 5 um per unit of a body shape.
+    """
     out = tmp_path / "default.npz"
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
     subprocess.run([sys.executable, str(GENERATOR), "--out", str(out)], check=True, env=env, timeout=300)
     with np.load(out) as fresh, np.load(default_avatar_path()) as committed:
         assert sorted(fresh.files) == sorted(committed.files)
         for key in committed.files:
-            assert np.array_equal(fresh[key], committed[key]), key
+            if key != "J_regressor":
+                assert np.array_equal(fresh[key], committed[key]), key
+        change = fresh["J_regressor"].astype(np.float64) - committed["J_regressor"]
+        template = committed["v_template"].astype(np.float64)
+        shapes = committed["shapedirs"][:, :, : int(committed["num_betas"])].astype(np.float64)
+        assert np.abs(change @ template).max() < 1e-6, "a joint moved on the template"
+        assert np.abs(np.einsum("jv,vcb->jcb", change, shapes)).max() < 2e-5, "a joint moved under a body shape"
 
 
 def test_smplx_loads_it_unpatched_and_agrees_with_our_skinning(model, tmp_path):
