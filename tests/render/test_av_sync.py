@@ -59,18 +59,25 @@ def feed_sink(tmp_path):
         subprocess.run(["pactl", "unload-module", module], check=False)
 
 
-def test_monitored_voice_and_rendered_frames_line_up(feed_sink, tmp_path, synthetic_avatar):
+@pytest.mark.parametrize("capture_rate", [None, 48000], ids=["negotiated rate", "48 kHz capture"])
+def test_monitored_voice_and_rendered_frames_line_up(feed_sink, tmp_path, synthetic_avatar, monkeypatch, capture_rate):
+    """Also with a microphone that only records at 48 kHz (as many do): its audio is resampled on the engine
+    thread, in step with its blocks."""
     from collections import deque
 
     from render.offscreen import OffscreenRenderer
+    from studio.engine import sources
     from studio.engine.pipeline import Engine
-    from studio.engine.sources import MicrophoneSource
     from studio.speech.visemes import mouth_openness
 
+    if capture_rate:
+        monkeypatch.setattr(sources, "negotiate_input_rate", lambda device: capture_rate)
     clicks = _click_train()
     raw = tmp_path / "clicks.f32"
     raw.write_bytes(clicks.tobytes())
-    engine = Engine(MicrophoneSource("pulse"))
+    microphone = sources.MicrophoneSource("pulse")
+    assert capture_rate in (None, microphone.device_rate)
+    engine = Engine(microphone)
     engine.set_monitor(True)
     engine.monitor.tap = deque(maxlen=100_000)
     presented: list[tuple[float, float, float]] = []  # (presented at, depicted session media time, openness)

@@ -111,6 +111,23 @@ def test_stream_resampler_matches_the_signal():
         assert np.abs(out[200:] - expected[200:]).max() < 1e-3
 
 
+def test_a_leading_resampler_finishes_each_hop_with_the_block_that_ends_it():
+    """A 48 kHz microphone's 5 ms blocks end on every 10 ms hop: the hop must not wait for the next block."""
+    rate, block = 48000, 240
+    resampler = StreamResampler(rate, ENGINE_RATE, lead=True)
+    tone = np.sin(2 * np.pi * 440 * np.arange(rate) / rate)
+    out = []
+    for start in range(0, rate, block):
+        out.append(resampler.push(tone[start:start + block]))
+        assert sum(map(len, out)) == (start + block) // 3, "a block's last outputs were held for the next block"
+    out = np.concatenate(out)
+    # output j is the input's time j / 16000 less the lead
+    expected = np.sin(2 * np.pi * 440 * (np.arange(len(out)) / ENGINE_RATE - resampler.lead_in / rate))
+    assert 0 < resampler.lead_in <= rate // 1000
+    assert np.abs(out[200:] - expected[200:]).max() < 1e-3
+    assert StreamResampler(ENGINE_RATE, ENGINE_RATE, lead=True).lead_in == 0
+
+
 @needs_pulse
 def test_file_plays_on_the_speakers_and_the_clock_follows_playback(tmp_path):
     path = tmp_path / "speech.wav"
