@@ -38,6 +38,11 @@ class HopFeeder(AudioSource):
     def finished(self) -> bool:
         return self._read >= len(self.audio)
 
+    @property
+    def position(self) -> int:
+        """Samples handed to the engine so far."""
+        return self._read
+
     def start(self) -> None:
         self._read = 0
 

@@ -377,6 +377,11 @@ class MouthGate:
         it in about 3 hops, well within the FILE_LOOK_AHEAD hops a file gives."""
         return cls.OPEN_WT / (max(1, hops) * HOP_S)
 
+    @property
+    def value(self) -> float:
+        """The gate of the last hop (0 shut .. 1 open)."""
+        return _clamp(self._spring.x, 0.0, 1.0)
+
     def step(self, audible: bool, dt: float = HOP_S) -> float:
         """The gate (0 shut .. 1 open) for this hop."""
         target = 1.0 if audible else 0.0

@@ -77,17 +77,20 @@ def _ramp(p: np.ndarray, low: float, high: float) -> np.ndarray:
     return x * x * (3.0 - 2.0 * x)
 
 
-def shape_mouth(arkit: np.ndarray, visemes: np.ndarray, centred: bool = True) -> np.ndarray:
+def shape_mouth(arkit: np.ndarray, visemes: np.ndarray, centred: bool = True, closures: bool = True) -> np.ndarray:
     """(n, 52) weights and (n, 15) viseme probabilities -> shaped (n, 52) weights (a new array).
 
     `centred` smooths each hop's beliefs with two neighbours on either side (offline); False uses the hop
-    and the one before (streaming: see the module's note).
+    and the one before (streaming: see the module's note). `closures=False` leaves p/b/m to the model (rounding
+    is still shaped).
     """
     weights = np.array(arkit, np.float32, copy=True)
     probs = np.asarray(visemes, np.float32)
     if len(weights) == 0:
         return weights
-    if centred:
+    if not closures:
+        shut = np.zeros((len(weights), 1), np.float32)
+    elif centred:
         shut = _ramp(_smooth(probs[:, _PP], centred), CLOSURE_LOW, CLOSURE_HIGH)[:, None]
     else:
         closure = _raised_where_leading(probs[:, _PP], probs[:, _CLOSURE_RIVALS].sum(axis=1))
@@ -134,10 +137,12 @@ class StreamingMouthShaper:
     def reset(self) -> None:
         self._previous = None
 
-    def step(self, arkit: np.ndarray, visemes: np.ndarray | None) -> np.ndarray:
+    def step(self, arkit: np.ndarray, visemes: np.ndarray | None, closures: bool = True) -> np.ndarray:
+        """One hop shaped; `closures=False`: this hop's p/b/m belief does not shut the lips (it still counts as
+        the previous hop's for the next one)."""
         if visemes is None:
             return arkit
         previous = self._previous if self._previous is not None else visemes
         self._previous = np.asarray(visemes, np.float32)
         pair = np.stack([previous, self._previous])
-        return shape_mouth(np.stack([arkit, arkit]), pair, centred=False)[1]
+        return shape_mouth(np.stack([arkit, arkit]), pair, centred=False, closures=closures)[1]

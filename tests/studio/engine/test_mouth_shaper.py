@@ -144,3 +144,16 @@ def test_live_a_weak_p_belief_that_leads_silence_and_the_vowels_shuts_the_lips_a
                          "nn": np.where(held, 0.4, 0.0)}, n)
     assert not any(lips_closed(shape_mouth(_half_open(n), trailing, centred=False)))
     assert not any(lips_closed(shape_mouth(_half_open(n), leading, centred=True)))  # offline goes without the gain
+
+
+def test_streaming_without_closures_leaves_p_b_m_to_the_model_and_still_rounds():
+    """The engine's first hops after a pause: the lips are already together, and a /b/ opens on its first sound."""
+    n = 6
+    shaper = StreamingMouthShaper()
+    sure = _beliefs({"PP": np.full(n, 0.9)}, n)
+    arkit = _half_open(n)
+    first = [shaper.step(arkit[i], sure[i], closures=i >= 2) for i in range(n)]
+    assert np.allclose(first[:2], arkit[:2])  # the model's own half-open mouth
+    assert all(lips_closed(np.stack(first[2:])))  # the belief still counts once closures are back
+    rounded = shape_mouth(_half_open(n), _beliefs({"ou": np.full(n, 0.8)}, n), centred=False, closures=False)
+    assert rounded[:, [ARKIT_INDEX["mouthFunnel"], ARKIT_INDEX["mouthPucker"]]].max(1).min() >= 0.4

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import soundfile
 
-from studio.engine.bench import HopFeeder
+from studio.engine.bench import OPEN_MOUTH, HopFeeder, speech_like
 from studio.engine.face_model import FaceModel
 from studio.engine.features import LogMelExtractor
 from studio.engine.motion import FLOOR_SETTLE_HOPS, HOP_S
@@ -129,6 +129,30 @@ def test_the_mouth_stays_shut_on_low_noise_and_the_gate_is_open_by_the_first_hop
     # the face model hears the onset only one hop ahead: the gate must be (nearly) open on the onset hop itself
     for i in (onset, onset + 1):
         assert frames[i].voice_activity >= 0.9 * alone.voice_activity[i], i
+
+
+def test_after_a_pause_a_hard_onset_opens_the_mouth_within_two_hops_whatever_its_phase():
+    """The live model reads a hard onset as a /b/ release; the lips are already together after a pause, so the
+    shaper must not hold them shut there (it did for one or two hops: up to 43 ms after the onset)."""
+    pieces, onsets, position = [], [], 0
+    for trial in range(10):  # one stream, as the bench plays it: each onset at another place within its hop
+        lead = int(0.8 * ENGINE_RATE) + (trial * 2 % 10) * 16 + 37
+        burst = speech_like(0.6)
+        onsets.append(position + lead + int(np.flatnonzero(np.abs(burst) > 0.01)[0]))
+        pieces += [np.zeros(lead, np.float32), burst]
+        position += lead + len(burst)
+    feeder = HopFeeder(np.concatenate(pieces + [np.zeros(ENGINE_RATE // 5, np.float32)]))
+    engine = Engine(feeder)
+    queue = engine.subscribe(100_000)
+    shown = []  # (depicted media time, samples fed when it was emitted, openness)
+    while not feeder.finished:
+        engine.run_once()
+        shown += [(f.media_time_s - engine.source_start_media_s, feeder.position, mouth_openness(f.arkit))
+                  for f in queue.drain()]
+    for onset in onsets:
+        fed_when_open = next(fed for depicted, fed, opened in shown
+                             if depicted >= onset / ENGINE_RATE - 0.03 and opened > OPEN_MOUTH)
+        assert fed_when_open - onset <= 2 * HOP, f"the mouth opened {(fed_when_open - onset) / 16:.1f} ms after the onset"
 
 
 def test_in_a_noisy_room_the_mouth_rests_around_a_word_and_opens_on_it():
