@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections import deque
 from collections.abc import Callable
 
 import numpy as np
@@ -195,9 +196,11 @@ def speech_to_frame(present: Callable | None = None, trials: int = 10, monitor: 
     window reaches the burst's place in the captured audio. `speech_to_frame_depicted_minus_sound_ms_median`
     says which instant that frame shows, relative to the sound (a few hops early is the model anticipating
     the mouth movement; the full lookahead early means the mouth was already open in silence).
-    `_from_capture` starts the clock when the onset reaches the capture callback instead: the studio's
-    own share, without the audio device's loopback (`_device_loopback_ms`, which a PulseAudio null
-    sink's monitor sets per connection, anywhere from ~10 to ~60 ms).
+    `_from_capture` starts the clock when the capture clock says the onset was captured instead: without
+    the audio device's loopback (`_device_loopback_ms`, which a PulseAudio null sink's monitor sets per
+    connection, anywhere from ~10 to ~60 ms), but with the device's late deliveries (the clock is the line
+    through its earliest blocks; PulseAudio hands over 5 ms blocks in bursts, up to ~13 ms behind it).
+    `_from_callback` starts when the callback that delivered the onset's block ran: the studio's share alone.
 
     The onset's place within the engine's 10 ms hop is stepped over the trials (0, 2, 4, 6, 8 ms of
     extra silence before the burst). The opening mouth can dwell near OPEN_MOUTH for a few hops, and
@@ -210,10 +213,21 @@ def speech_to_frame(present: Callable | None = None, trials: int = 10, monitor: 
     from studio.speech.visemes import mouth_openness
 
     class ProbedMicrophone(MicrophoneSource):
-        """Notes where the burst lands in the captured audio (engine samples), as the engine reads it."""
+        """Notes where the burst lands in the captured audio (engine samples), as the engine reads it, and when
+        each device block was delivered."""
 
         armed = False
         sound_at: int | None = None
+        deliveries: deque = deque(maxlen=4000)  # (monotonic s, device samples delivered so far)
+
+        def _input_callback(self, indata, frames, time_info, status) -> None:
+            super()._input_callback(indata, frames, time_info, status)
+            self.deliveries.append((time.monotonic(), self._ring.written))
+
+        def delivered_at(self, engine_sample: int) -> float | None:
+            """When the device block holding this engine sample reached the capture callback."""
+            device_sample = engine_sample * self.device_rate / ENGINE_RATE - self._resampler.lead_in
+            return next((at for at, written in list(self.deliveries) if written > device_sample), None)
 
         def read_available(self) -> tuple[int, np.ndarray]:
             start, samples = super().read_available()
@@ -226,7 +240,7 @@ def speech_to_frame(present: Callable | None = None, trials: int = 10, monitor: 
     previous = os.environ.get("PULSE_SOURCE")
     os.environ["PULSE_SOURCE"] = monitor
     rate = 48000
-    latencies, depicted, from_capture, loopback = [], [], [], []
+    latencies, depicted, from_capture, from_callback, loopback = [], [], [], [], []
     try:
         microphone = ProbedMicrophone("pulse")
         engine = Engine(microphone)
@@ -263,6 +277,9 @@ def speech_to_frame(present: Callable | None = None, trials: int = 10, monitor: 
                     if arrived is not None:
                         from_capture.append((now - arrived) * 1000.0)
                         loopback.append((arrived - clip.started_at - lead_s) * 1000.0)
+                    delivered = microphone.delivered_at(sound_at)
+                    if delivered is not None:
+                        from_callback.append((now - delivered) * 1000.0)
                     break
                 microphone.armed = False
                 while not clip.done and time.monotonic() < deadline:
@@ -287,5 +304,10 @@ def speech_to_frame(present: Callable | None = None, trials: int = 10, monitor: 
             "speech_to_frame_from_capture_ms_median": float(np.median(from_capture)),
             "speech_to_frame_from_capture_ms_p95": float(np.percentile(from_capture, 95)),
             "speech_to_frame_device_loopback_ms_median": float(np.median(loopback)),
+        })
+    if from_callback:  # the studio's share alone: from the callback that delivered the onset's block
+        result.update({
+            "speech_to_frame_from_callback_ms_median": float(np.median(from_callback)),
+            "speech_to_frame_from_callback_ms_p95": float(np.percentile(from_callback, 95)),
         })
     return result

@@ -42,7 +42,7 @@ def test_quick_bench_reports_every_area_with_units_in_the_keys(tmp_path):
         assert report["render"][needed] > 0, needed
     for needed in ("fp32_hop_median_ms", "fp32_hop_p99_ms", "int8_hop_median_ms", "text_to_first_lip_frame_ms",
                    "speech_to_photon_ms_median", "speech_to_photon_ms_p95", "speech_to_frame_ms_p95",
-                   "speech_to_frame_from_capture_ms_p95"):
+                   "speech_to_frame_from_capture_ms_p95", "speech_to_frame_from_callback_ms_p95"):
         assert report["engine"][needed] > 0, needed
     for needed in ("engine_hop_with_recording_median_ms", "engine_hop_without_recording_median_ms",
                    "mp4_export_1280x720_realtime_pct"):
