@@ -6,7 +6,7 @@ import sys
 
 import numpy as np
 
-from studio.engine.lipsync_bench import _run_measured
+from studio.engine.lipsync_bench import _run_measured, speed_figures
 
 
 def test_peak_rss_is_the_commands_own_even_when_the_bench_process_is_large(tmp_path):
@@ -35,3 +35,12 @@ def test_measured_commands_start_from_cached_bytecode_even_where_the_shell_forbi
     code, *_rest = _run_measured(command, bytecode)
     assert code == 0
     assert "measured_module" in {path.name.split(".")[0] for path in bytecode.rglob("*.pyc")}
+
+
+def test_speed_is_the_median_run_and_the_slowest_run_is_reported_beside_it():
+    figures = speed_figures(240.0, walls=[2.0, 3.0, 2.4], cpus=[1.9, 2.0, 2.2])
+    assert figures["lipsync_realtime_factor"] == 100.0  # 240 s / 2.4 s, the median run
+    assert figures["lipsync_slowest_realtime_factor"] == 80.0
+    assert figures["lipsync_wall_s"] == 2.4
+    assert figures["lipsync_cpu_realtime_factor"] == 120.0
+    assert figures["lipsync_speed_runs_count"] == 3
