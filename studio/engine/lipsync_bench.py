@@ -127,7 +127,7 @@ def bench_lipsync(minutes: tuple[float, ...] = (4.0, 20.0)) -> dict:
             runs = [lipsync(audio) for _ in range(SPEED_RUNS if length == minutes[0] else 1)]
             failed = next((run for run in runs if run[0] != 0), None)
             if failed is not None:
-                code, stderr = failed[0], failed[4]
+                code, *_measured, stderr = failed
                 figures[f"lipsync_{length:g}min_error"] = (stderr.strip().splitlines() or [f"exit {code}"])[-1]
                 continue
             if length == minutes[0]:
