@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from studio.avatar.model import AvatarModel
+from studio.fileio import output_file_problem
 from studio.frame import FrameState
 from studio.recording.take import Take
 
@@ -87,11 +88,9 @@ def export_take(take: Take, kind: str, out: str | os.PathLike, avatar: AvatarMod
     if kind not in EXPORT_KINDS:
         raise ValueError(f"export kind {kind!r} is not one of {', '.join(EXPORT_KINDS)}")
     out = Path(out)
-    folder = out.parent if str(out.parent) else Path(".")
-    if not folder.is_dir():
-        raise ValueError(f"cannot write {out}: folder {folder} does not exist")
-    if not os.access(folder, os.W_OK):
-        raise PermissionError(f"cannot write {out}: folder {folder} is not writable")
+    problem = output_file_problem(out)
+    if problem:
+        raise ValueError(problem)
     fps = float(fps or take.manifest.get("frame_rate") or 30.0)
     frames = take_frames(take, fps, persona)
     if kind in VIDEO_KINDS:

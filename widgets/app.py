@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from studio import __version__
+from studio.fileio import output_file_problem
 
 BACKGROUNDS = ("studio", "chroma", "transparent")
 TAKE_COMMANDS = ("record", "export", "takes")
@@ -56,9 +57,9 @@ def _existing_file(text: str) -> str:
 
 
 def _output_file(text: str) -> str:
-    parent = Path(text).resolve().parent
-    if not parent.is_dir():
-        raise argparse.ArgumentTypeError(f"cannot write {text}: folder {parent} does not exist")
+    problem = output_file_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
     return text
 
 

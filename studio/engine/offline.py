@@ -32,7 +32,7 @@ from studio.engine.motion import (
 from studio.engine.mouth_shaper import MOUTH_CHANNELS, shape_mouth
 from studio.engine.sources import ENGINE_RATE, AudioInputError, resample_clip, trim_leading_silence
 from studio.engine.sources import HOP_SAMPLES as HOP
-from studio.fileio import atomic_writer
+from studio.fileio import atomic_writer, output_file_problem
 from studio.frame import FrameState
 
 ANALYSIS_CHUNK_S = 5.0
@@ -432,9 +432,9 @@ def _csv_rows(times, arkit: np.ndarray, fps: float) -> str:
 
 
 def _check_csv_target(path: Path) -> None:
-    directory = path.parent if str(path.parent) else Path(".")
-    if not directory.is_dir():
-        raise ValueError(f"cannot write {path}: folder {directory} does not exist")
+    problem = output_file_problem(path)
+    if problem:
+        raise ValueError(problem)
 
 
 CSV_HEADER = ",".join(("Timecode", "media_time_s") + ARKIT_NAMES) + "\n"
@@ -480,5 +480,5 @@ def lipsync_command(audio: str, out: str, fps: float = 60, style: MotionStyle | 
     except Exception as error:  # the model or runtime failed: still one line, not a traceback
         print(f"lipsync: {type(error).__name__}: {error}", file=sys.stderr)
         return 1
-    print(f"lipsync: wrote {rows} frames at {fps:g} fps to {out}")
+    print(f"lipsync: wrote {rows} frame{'' if rows == 1 else 's'} at {fps:g} fps to {out}")
     return 0

@@ -36,6 +36,8 @@ def test_help_lists_the_commands():
     [
         (("--frobnicate",), "unrecognized arguments: --frobnicate"),
         (("render", "--out", "/no/such/folder/x.mp4"), "folder /no/such/folder does not exist"),
+        (("render", "--out", "/tmp"), "cannot write /tmp: it is a folder; name a file inside it"),
+        (("bench", "--quick", "--out", "/tmp"), "cannot write /tmp: it is a folder"),
         (("lipsync", "/no/such/file.wav", "--out", "x.csv"), "no such file: /no/such/file.wav"),
         (("gui", "--avatar", "/no/such/avatar.npz"), "no such file: /no/such/avatar.npz"),
         (("render", "--out", "x.mp4", "--size", "big"), "is not WIDTHxHEIGHT"),
