@@ -481,6 +481,8 @@ class StreamedClip(SpeakerClip):
             self.failed = str(error)
         finally:
             self._ended = True
+            if hasattr(chunks, "close"):
+                chunks.close()  # a clip cut short closes its file and resampler here
 
     def fill(self, outdata, offset: int, frames: int, dac: float) -> int:
         position = self.handed

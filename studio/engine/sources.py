@@ -284,6 +284,18 @@ def load_audio(path: str | Path) -> tuple[np.ndarray, int]:
     return np.ascontiguousarray(np.clip(audio, -1.0, 1.0)), int(rate)
 
 
+def _decoded_whole(chunks) -> np.ndarray:
+    """A short file's float32 (frames, channels) chunks in one array, filled in place (no list of copies)."""
+    parts = list(chunks)
+    out = np.empty((sum(len(part) for part in parts), parts[0].shape[1] if parts else 1), np.float32)
+    at = 0
+    for index, part in enumerate(parts):
+        out[at:at + len(part)] = part
+        at += len(part)
+        parts[index] = None
+    return out
+
+
 def _decode_with_av(path: Path) -> tuple[np.ndarray | None, int, str]:
     try:
         import av
@@ -382,9 +394,13 @@ class _PlayedAudio(AudioSource):
         speaker.open()
         speaker_format = (speaker.sample_rate, speaker.channels)
         if self._prepared is None or self._prepared[0] != speaker_format:
-            self._prepared = speaker_format, speaker.prepare(self.play_audio, self.play_rate)
+            self._prepared = speaker_format, self._speaker_copy(speaker)
         self._clip_speaker = speaker
         return speaker.play(self._prepared[1])
+
+    def _speaker_copy(self, speaker: SpeakerOutput) -> np.ndarray:
+        """The whole clip in the speaker's format (kept, so that playing it again costs nothing)."""
+        return speaker.prepare(self.play_audio, self.play_rate)
 
     def stop(self) -> None:
         clip, self._clip = self._clip, None
@@ -452,13 +468,19 @@ class FileSource(_PlayedAudio):
     """An audio file (WAV/FLAC/OGG/MP3/... via PyAV), played while it drives the avatar.
 
     Up to STREAM_OVER_S long it is decoded whole and played by the speaker's C callback (the sturdiest
-    path under load). Longer files are streamed from disk: the engine's 16 kHz copy is decoded a chunk at
+    path under load): two copies, each decoded straight into its final format (the engine's 16 kHz mono,
+    and the speaker's rate and channels when playing starts), resampled by libsoxr as `lipsync` and the
+    streamed path are. Longer files are streamed from disk: the engine's 16 kHz copy is decoded a chunk at
     a time as playback reaches it, and the speaker's copy by a background decoder a few seconds ahead
     (`StreamedClip`), so memory does not grow with the file's length. A bad file is refused when the
     source is made (probe).
+
+    A whole 48 kHz stereo file held at its own rate, converted to mono, resampled in float64 and then
+    prepared for the speaker peaked at 370 MB over the streamed path's for a 2-minute file; decoded
+    straight into the two copies, a file at the STREAM_OVER_S limit costs a few tens of MB.
     """
 
-    STREAM_OVER_S = 120.0
+    STREAM_OVER_S = 30.0
 
     def __init__(self, path: str | Path, play: bool = True, realtime: bool = True) -> None:
         from studio.engine.audio_file import AudioFileStream
@@ -467,8 +489,9 @@ class FileSource(_PlayedAudio):
         duration = self.stream.duration_s
         self.streamed = duration is None or duration > self.STREAM_OVER_S
         if not self.streamed:
-            audio, rate = load_audio(path)
-            super().__init__(f"file {Path(path).name}", audio, rate, play, realtime)
+            engine_audio = _decoded_whole(self.stream.chunks(rate=ENGINE_RATE, channels=1))[:, 0]
+            super().__init__(f"file {Path(path).name}", np.zeros((0, 1), np.float32), ENGINE_RATE, play, realtime,
+                             engine_audio=engine_audio)
             self.path = Path(path)
             return
         AudioSource.__init__(self, f"file {Path(path).name}")
@@ -502,6 +525,10 @@ class FileSource(_PlayedAudio):
         if self.streamed:
             self._engine_chunks = (chunk[:, 0] for chunk in self.stream.chunks(rate=ENGINE_RATE, channels=1))
 
+    def _speaker_copy(self, speaker: SpeakerOutput) -> np.ndarray:
+        channels = speaker.channels if speaker.channels in (1, 2) else 1  # mono broadcasts to any layout
+        return _decoded_whole(self.stream.chunks(rate=speaker.sample_rate, channels=channels))
+
     def _start_playing(self):
         from studio.engine.output import SpeakerOutput, StreamedClip
 
@@ -522,6 +549,9 @@ class FileSource(_PlayedAudio):
         super().stop()
         if clip is not None and hasattr(clip, "close"):
             clip.close()
+        if self.streamed and self._engine_chunks is not None:
+            self._engine_chunks.close()  # closes the file and frees its resampler now, not at interpreter exit
+            self._engine_chunks = None
 
     def _played_available(self, clip) -> int | None:
         if not self.streamed:
@@ -530,6 +560,7 @@ class FileSource(_PlayedAudio):
         if clip.failed is not None or not speaker.check():
             self.silent_reason = f"audio output lost: {clip.failed or speaker.error}"
             self._clip = None
+            clip.close()  # its decoder would otherwise wait for a device that is gone, holding the file open
             self._timer_start = time.monotonic() - self._read / ENGINE_RATE
             return None
         if clip.underflows != self.underflows_seen:

@@ -3,12 +3,15 @@
 import subprocess
 import threading
 import time
+import tracemalloc
 
 import numpy as np
 import pytest
 import soundfile
 
+from studio.engine.audio_file import AudioFileStream
 from studio.engine.features import resample
+from studio.engine.output import SpeakerOutput
 from studio.engine.sources import (
     ENGINE_RATE,
     SILENCE_LEVEL,
@@ -278,5 +281,43 @@ def test_microphone_audio_dropped_by_the_ring_still_counts_on_the_media_clock():
         assert source.dropped_s > 0.3
         assert start - expected_next > 0.3 * ENGINE_RATE  # stamped where it really is, not right after the last read
         assert len(samples) <= 0.1 * ENGINE_RATE + 1
+    finally:
+        source.stop()
+
+
+def test_a_short_file_is_decoded_straight_to_16k_mono_never_held_at_its_own_rate(tmp_path):
+    rate, seconds = 48000, 25
+    path = tmp_path / "stereo48k.wav"
+    soundfile.write(path, np.zeros((seconds * rate, 2), np.float32) + 0.01, rate)
+    file_float32_bytes = seconds * rate * 2 * 4
+    tracemalloc.start()
+    try:
+        source = FileSource(path, play=False)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert not source.streamed and source.play_audio.size == 0
+    assert len(source.audio) == seconds * ENGINE_RATE
+    streamed = np.concatenate([chunk[:, 0] for chunk in AudioFileStream(path).chunks(rate=ENGINE_RATE, channels=1)])
+    np.testing.assert_array_equal(source.audio, streamed)  # the same samples the streamed path and lipsync read
+    # before: the file at 48 kHz stereo, its mono mix and two float64 copies for resampling, 52 MB here
+    assert peak < file_float32_bytes, f"{peak / 1e6:.1f} MB allocated to open a {file_float32_bytes / 1e6:.1f} MB file"
+
+
+@needs_pulse
+def test_a_streamed_file_whose_output_is_lost_stops_its_decoder(tmp_path, monkeypatch):
+    monkeypatch.setattr(FileSource, "STREAM_OVER_S", 0.5)
+    path = tmp_path / "speech.wav"
+    soundfile.write(path, np.tile(silence_vowel_silence(), 20), ENGINE_RATE)
+    source = FileSource(path, play=True)
+    source.start()
+    try:
+        wait_until(lambda: len(source.read_available()[1]) > 0, what="playback to start")
+        decoder = source._clip._thread
+        monkeypatch.setattr(SpeakerOutput, "check", lambda self: False)  # the device vanished
+        wait_until(lambda: source.read_available() and source.silent_reason, what="the loss to be noticed")
+        decoder.join(timeout=5.0)
+        assert not decoder.is_alive()  # it used to wait for the gone device forever, holding the file open
+        assert "playing without sound" in source.status
     finally:
         source.stop()
