@@ -7,7 +7,10 @@ Every take goes through the same writer as a live recording: the frames pass thr
 
 from __future__ import annotations
 
+import itertools
 import os
+import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -16,29 +19,58 @@ from studio.avatar.model import AvatarModel
 from studio.engine.pipeline import ExpressionLayer, FrameQueue
 from studio.frame import FrameState
 from studio.recording.recorder import TakeRecorder, take_manifest
-from studio.recording.take import Take, open_take
+from studio.recording.take import AUDIO, EVENTS, FRAMES, LOCK, MANIFEST, Take, open_take
+
+WRITE_QUEUE_FRAMES = 256  # frames waiting for the writer thread: a producer ahead of the disk waits for it
 
 
-def write_take(folder: str | os.PathLike, manifest: dict, frames: list[FrameState], audio: np.ndarray | None = None,
+def write_take(folder: str | os.PathLike, manifest: dict, frames: Iterable[FrameState],
+               audio: np.ndarray | Iterable[tuple[float, np.ndarray]] | None = None,
                events: list[dict] | None = None, min_free_mb: float | None = None) -> Take:
-    """Record a finished list of frames (and audio starting with the first frame) as a take; returns it opened."""
-    if not frames:
+    """Record frames (a list, or a generator producing them as a long file is analysed) and their audio as a
+    take; returns it opened. `audio` is one array starting with the first frame, or (media time s, samples)
+    chunks, read alongside the frames: memory stays bounded whatever the take's length."""
+    frames = iter(frames)
+    first = next(frames, None)
+    if first is None:
         raise ValueError("no frames to record")
-    queue = FrameQueue(maxlen=len(frames) + 1)
+    queue = FrameQueue(maxlen=WRITE_QUEUE_FRAMES)
     options = {} if min_free_mb is None else {"min_free_mb": min_free_mb}
     recorder = TakeRecorder(folder, manifest, queue, **options)
     recorder.start()
-    start = frames[0].media_time_s
-    if audio is not None and len(audio):
-        recorder.add_audio(start, audio)
+    if isinstance(audio, np.ndarray):
+        audio = [(first.media_time_s, audio)] if len(audio) else None
+    chunks = iter(audio) if audio is not None else None
     for event in events or []:
         recorder.add_event(**event)
-    for frame in frames:
-        queue.put(frame)
-    recorder.stop("finished")
+    try:
+        _feed(recorder, queue, itertools.chain((first,), frames), chunks)
+    finally:  # also when the file turns out damaged part-way: the writer stops and closes its files
+        recorder.stop("finished")
     if recorder.error:
         raise OSError(recorder.error)
     return open_take(folder)
+
+
+def _feed(recorder: TakeRecorder, queue: FrameQueue, frames: Iterator[FrameState],
+          chunks: Iterator[tuple[float, np.ndarray]] | None) -> None:
+    """Frames into the writer's queue, never dropping one, and the audio that reaches each frame beside it."""
+    heard_until = -np.inf  # media time the audio handed over so far reaches
+    for frame in frames:
+        while len(queue) >= WRITE_QUEUE_FRAMES - 1 and recorder.recording:
+            time.sleep(0.005)  # never drop a frame of a take made from a file: wait for the writer
+        if not recorder.recording:  # the writer stopped (the disk filled up): what it wrote stands
+            return
+        queue.put(frame)
+        while chunks is not None and heard_until <= frame.media_time_s:
+            chunk = next(chunks, None)
+            if chunk is None:
+                chunks = None
+            else:
+                recorder.add_audio(*chunk)
+                heard_until = chunk[0] + len(chunk[1]) / recorder.sample_rate
+    for chunk in chunks or ():
+        recorder.add_audio(*chunk)
 
 
 def record_offline(folder: str | os.PathLike, avatar: AvatarModel, persona, preset, audio_path: str | None = None,
@@ -49,27 +81,41 @@ def record_offline(folder: str | os.PathLike, avatar: AvatarModel, persona, pres
     expression gains and caps applied); the audio is the input at the engine's analysis rate.
     """
     from studio.engine import offline
-    from studio.engine.sources import ENGINE_RATE, load_audio, resample_clip
+    from studio.engine.sources import ENGINE_RATE, AudioInputError, resample_clip
 
     fps = float(fps or preset.render.fps)
     style = persona.motion_style()
-    if audio_path is not None:
-        samples, rate = load_audio(audio_path)
-        frames = offline.analyze_audio(samples, fps=fps, sample_rate=rate, style=style)
-        mono = samples.mean(axis=1) if samples.ndim == 2 else samples
+    if audio_path is not None:  # analysed and written as it is decoded (twice, in step): never held whole
+        frames = offline.stream_frames(audio_path, fps=fps, style=style)
+        audio = _timed_chunks(offline.engine_chunks(audio_path))
         events = [{"kind": "source", "media_time_s": 0.0, "file": str(audio_path)}]
     elif text is not None:
         clip, frames = offline.analyze_text(text, persona.voice.name, persona.voice.rate_wpm, persona.voice.pitch,
                                             fps=fps, style=style)
         mono, rate = clip.audio, clip.sample_rate
+        audio = resample_clip(np.asarray(mono, np.float32), rate, ENGINE_RATE) if rate != ENGINE_RATE else mono
         events = [{"kind": "cue", "media_time_s": 0.0, "text": text}]
     else:
         raise ValueError("record needs --audio FILE or --text \"…\"")
     layer = ExpressionLayer(*persona.style.weight_arrays(), name=persona.name)
-    frames = [f.replace(arkit=layer.apply(f.arkit), expression=layer.name) for f in frames]
-    audio = resample_clip(np.asarray(mono, np.float32), rate, ENGINE_RATE) if rate != ENGINE_RATE else mono
+    frames = (f.replace(arkit=layer.apply(f.arkit), expression=layer.name) for f in frames)
     manifest = take_manifest(persona.name, preset.name, avatar, ENGINE_RATE, fps, source="offline")
-    return write_take(folder, manifest, frames, audio, events)
+    try:
+        return write_take(folder, manifest, frames, audio, events)
+    except AudioInputError:  # the file is damaged part-way: no half take of it is left behind
+        for name in (MANIFEST, FRAMES, AUDIO, EVENTS, LOCK):
+            (Path(folder) / name).unlink(missing_ok=True)
+        raise
+
+
+def _timed_chunks(chunks: Iterable[np.ndarray]) -> Iterator[tuple[float, np.ndarray]]:
+    """ENGINE_RATE chunks from media time 0 as (media time s, samples)."""
+    from studio.engine.sources import ENGINE_RATE
+
+    position = 0
+    for chunk in chunks:
+        yield position / ENGINE_RATE, chunk
+        position += len(chunk)
 
 
 def import_livelink(csv_path: str | os.PathLike, folder: str | os.PathLike, avatar: AvatarModel,
