@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from studio.avatar.model import AvatarModel
-from studio.fileio import output_file_problem
+from studio.fileio import check_output_file
 from studio.frame import FrameState
 from studio.recording.take import Take
 
@@ -88,9 +88,7 @@ def export_take(take: Take, kind: str, out: str | os.PathLike, avatar: AvatarMod
     if kind not in EXPORT_KINDS:
         raise ValueError(f"export kind {kind!r} is not one of {', '.join(EXPORT_KINDS)}")
     out = Path(out)
-    problem = output_file_problem(out)
-    if problem:
-        raise ValueError(problem)
+    check_output_file(out)
     fps = float(fps or take.manifest.get("frame_rate") or 30.0)
     frames = take_frames(take, fps, persona)
     if kind in VIDEO_KINDS:

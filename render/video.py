@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from studio.avatar.model import AvatarModel
-from studio.fileio import output_file_problem
+from studio.fileio import check_output_file
 from studio.frame import FrameState
 
 _AUDIO_CHUNK = 1024  # AAC frame size
@@ -135,9 +135,7 @@ def render_video(
         raise ValueError(f"video size {size!r} must have even width and height (H.264 4:2:0)")
     if not 1.0 <= float(fps) <= 240.0:
         raise ValueError(f"fps {fps!r} is out of range; allowed 1..240")
-    problem = output_file_problem(out_path)
-    if problem:
-        raise ValueError(problem)
+    check_output_file(out_path)
     checked_audio = _check_audio(audio)
     spec = video_format(out_path, background)
     alpha = background == "transparent"

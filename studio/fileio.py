@@ -24,6 +24,13 @@ def output_file_problem(path: str | os.PathLike) -> str | None:
     return None
 
 
+def check_output_file(path: str | os.PathLike) -> None:
+    """ValueError naming the file and why, when `output_file_problem` finds one."""
+    problem = output_file_problem(path)
+    if problem:
+        raise ValueError(problem)
+
+
 def atomic_write(path: str | os.PathLike, data: bytes | str, keep_previous_as: str | None = None) -> Path:
     """Write `data` to `path` via a temp file in the same folder, fsync, then rename over it.
 

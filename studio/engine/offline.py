@@ -32,7 +32,7 @@ from studio.engine.motion import (
 from studio.engine.mouth_shaper import MOUTH_CHANNELS, shape_mouth
 from studio.engine.sources import ENGINE_RATE, AudioInputError, resample_clip, trim_leading_silence
 from studio.engine.sources import HOP_SAMPLES as HOP
-from studio.fileio import atomic_writer, output_file_problem
+from studio.fileio import atomic_writer, check_output_file
 from studio.frame import FrameState
 
 ANALYSIS_CHUNK_S = 5.0
@@ -431,12 +431,6 @@ def _csv_rows(times, arkit: np.ndarray, fps: float) -> str:
     return "".join(f"{code},{t:.6f},{line}\n" for code, t, line in zip(_timecodes(times, fps), times.tolist(), lines))
 
 
-def _check_csv_target(path: Path) -> None:
-    problem = output_file_problem(path)
-    if problem:
-        raise ValueError(problem)
-
-
 CSV_HEADER = ",".join(("Timecode", "media_time_s") + ARKIT_NAMES) + "\n"
 
 
@@ -444,7 +438,7 @@ def _write_csv(chunks, path: str | Path, fps: float) -> int:
     """Header, then rows from (media times, weight rows) chunks as they come; atomic. Returns the row count."""
     fps = _check_fps(fps)
     path = Path(path)
-    _check_csv_target(path)
+    check_output_file(path)  # before the first chunk is analysed
     rows = 0
     with atomic_writer(path) as out:
         out.write(CSV_HEADER)
@@ -472,7 +466,6 @@ def lipsync_command(audio: str, out: str, fps: float = 60, style: MotionStyle | 
     """
     try:
         fps = _check_fps(fps)
-        _check_csv_target(Path(out))
         rows = write_arkit_csv_blocks(stream_frame_blocks(audio, fps=fps, style=style, face_only=True), out, fps)
     except (ValueError, OSError) as error:
         print(f"lipsync: {error}", file=sys.stderr)

@@ -549,7 +549,7 @@ class FileSource(_PlayedAudio):
         super().stop()
         if clip is not None and hasattr(clip, "close"):
             clip.close()
-        if self.streamed and self._engine_chunks is not None:
+        if self._engine_chunks is not None:
             self._engine_chunks.close()  # closes the file and frees its resampler now, not at interpreter exit
             self._engine_chunks = None
 
