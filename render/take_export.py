@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
-
-import numpy as np
 
 from studio.avatar.model import AvatarModel
 from studio.fileio import check_output_file
 from studio.frame import FrameState
-from studio.recording.take import Take
+from studio.recording.take import ResampledFrames, Take
 
 EXPORT_KINDS = ("mp4", "mov", "webm", "csv", "bvh")
 VIDEO_KINDS = ("mp4", "mov", "webm")
@@ -51,33 +49,36 @@ def _recorded_persona(take: Take):
         return None
 
 
-def take_frames(take: Take, fps: float, persona=None) -> list[FrameState]:
-    """The take at `fps`, stamped with take time, re-targeted to `persona` when it is not the recorded one."""
+def take_frames(take: Take, fps: float, persona=None) -> ResampledFrames:
+    """The take at `fps`, stamped with take time, re-targeted to `persona` when it is not the recorded one;
+    read from disk as it is iterated, so exporting an hour costs what a minute does."""
     frames = take.resampled(fps)
     recorded = take.manifest.get("persona") or "default"
     if persona is not None and persona.name != recorded:
-        from studio.presets import PresetError, persona_by_name
-        from studio.recording.session import retarget_frames
+        from studio.recording.session import retargeter
 
-        try:
-            original = persona_by_name(recorded)
-        except PresetError:  # the recorded persona is gone: its gains cannot be divided out
-            from studio.presets import Persona
-
-            original = Persona(name=recorded)
-        frames = retarget_frames(frames, original, persona)
+        frames = frames.mapped(retargeter(recorded, persona))
     return frames
 
 
-def _tracked(frames: list[FrameState], progress: Callable[[float], None] | None,
-             cancel: threading.Event | None) -> Iterator[FrameState]:
-    total = max(1, len(frames))
-    for index, frame in enumerate(frames):
-        if cancel is not None and cancel.is_set():
-            raise ExportCancelled("export cancelled")
-        yield frame
-        if progress is not None:
-            progress((index + 1) / total)
+class _Tracked:
+    """Frames handed on one at a time, reporting progress and stopping at the cancel flag between frames."""
+
+    def __init__(self, frames: Collection[FrameState], progress: Callable[[float], None] | None,
+                 cancel: threading.Event | None) -> None:
+        self._frames, self._progress, self._cancel = frames, progress, cancel
+
+    def __len__(self) -> int:
+        return len(self._frames)
+
+    def __iter__(self) -> Iterator[FrameState]:
+        total = max(1, len(self._frames))
+        for index, frame in enumerate(self._frames):
+            if self._cancel is not None and self._cancel.is_set():
+                raise ExportCancelled("export cancelled")
+            yield frame
+            if self._progress is not None:
+                self._progress((index + 1) / total)
 
 
 def export_take(take: Take, kind: str, out: str | os.PathLike, avatar: AvatarModel | None = None, persona=None,
@@ -90,7 +91,7 @@ def export_take(take: Take, kind: str, out: str | os.PathLike, avatar: AvatarMod
     out = Path(out)
     check_output_file(out)
     fps = float(fps or take.manifest.get("frame_rate") or 30.0)
-    frames = take_frames(take, fps, persona)
+    frames = _Tracked(take_frames(take, fps, persona), progress, cancel)
     if kind in VIDEO_KINDS:
         from render.video import render_video
 
@@ -100,16 +101,10 @@ def export_take(take: Take, kind: str, out: str | os.PathLike, avatar: AvatarMod
         if look is not None:
             avatar = persona_avatar(look, avatar)
         audio = None
-        if len(take.audio):
-            video_samples = int(round(len(frames) / fps * take.sample_rate))
-            samples = np.zeros(video_samples, np.float32)
-            used = min(video_samples, len(take.audio))
-            samples[:used] = take.audio[:used]
-            audio = (samples, take.sample_rate)
-        return render_video(_tracked(frames, progress, cancel), out, fps=fps, size=size, audio=audio, avatar=avatar,
+        if len(take.audio):  # read a chunk at a time as the video needs it, silence to the last frame's end
+            audio = take.audio.padded(int(round(len(frames) / fps * take.sample_rate)))
+        return render_video(frames, out, fps=fps, size=size, audio=audio, avatar=avatar,
                             background=background, camera=camera)
-    if cancel is not None and cancel.is_set():
-        raise ExportCancelled("export cancelled")
     if kind == "csv":
         from studio.recording.livelink import write_livelink_csv
 
@@ -138,8 +133,7 @@ def bench_mp4_export(avatar: AvatarModel, seconds: float = 4.0, size: tuple[int,
     with tempfile.TemporaryDirectory(prefix="export-bench-") as folder:
         take = record_offline(Path(folder) / "take", avatar, persona_by_name("default"), preset_by_name("default"),
                               text=words, fps=30)
-        take.frames = [f for f in take.frames if f.media_time_s < seconds] or take.frames[:1]
-        take.audio = take.audio[: int(seconds * take.sample_rate)]
+        take = take.head(seconds)
         started = time.perf_counter()
         written = export_take(take, "mp4", Path(folder) / "take.mp4", avatar=avatar, size=size)
         elapsed = time.perf_counter() - started

@@ -7,7 +7,7 @@ import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TextIO
+from typing import IO
 
 
 def output_file_problem(path: str | os.PathLike) -> str | None:
@@ -58,11 +58,11 @@ def atomic_write(path: str | os.PathLike, data: bytes | str, keep_previous_as: s
 
 
 @contextlib.contextmanager
-def atomic_writer(path: str | os.PathLike, encoding: str = "utf-8") -> Iterator[TextIO]:
-    """A text file written piece by piece that appears at `path` only when complete (fsync, rename).
+def atomic_writer(path: str | os.PathLike, encoding: str | None = "utf-8") -> Iterator[IO]:
+    """A file written piece by piece that appears at `path` only when complete (fsync, rename).
 
-    For output too large to build in memory first (a CSV of hours); on any error the temp file
-    is removed and an existing file at `path` is untouched.
+    For output too large to build in memory first (a CSV of hours, a take's frames); on any error the
+    temp file is removed and an existing file at `path` is untouched. `encoding=None` writes bytes.
     """
     path = Path(path)
     try:
@@ -70,7 +70,7 @@ def atomic_writer(path: str | os.PathLike, encoding: str = "utf-8") -> Iterator[
     except OSError as error:  # name the user's file, not our temp file
         raise OSError(f"cannot write {path}: {error.strerror or error}") from error
     try:
-        with os.fdopen(handle, "w", encoding=encoding, newline="") as temp:
+        with (os.fdopen(handle, "wb") if encoding is None else os.fdopen(handle, "w", encoding=encoding, newline="")) as temp:
             yield temp
             temp.flush()
             os.fsync(temp.fileno())

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 os.environ.setdefault("PYQTGRAPH_QT_LIB", "PySide6")
 
-import numpy as np  # noqa: E402
 import pyqtgraph as pg  # noqa: E402
 from PySide6.QtCore import QObject, QProcess, QProcessEnvironment, Qt, QTimer, Signal  # noqa: E402
 from PySide6.QtGui import QAction, QKeySequence  # noqa: E402
@@ -106,14 +106,7 @@ class Timeline(pg.PlotWidget):
             return
         times, voice = take.voice_activity()
         self.voice.setData(times, voice)
-        if len(take.audio):
-            hop = max(1, take.sample_rate // 50)
-            blocks = take.audio[: len(take.audio) // hop * hop].reshape(-1, hop)
-            rms = np.sqrt((blocks.astype(np.float64) ** 2).mean(axis=1))
-            level = np.clip(rms / max(float(rms.max()), 1e-6), 0, 1)
-            self.level.setData(np.arange(len(level)) * hop / take.sample_rate, level)
-        else:
-            self.level.setData([], [])
+        self.level.setData(*take.audio_level())
         for event in take.events:
             at = float(event["t"]) - take.start_media_s
             label = str(event.get("name") or event.get("text") or event.get("file") or event["kind"])[:24]
@@ -573,23 +566,18 @@ class RecordingController(QObject):
             self.window.report_error("Cannot re-target", str(error))
             return None
 
-    def _retargeted(self, take: Take) -> list[FrameState] | None:
+    def _retargeted(self, take: Take) -> Callable[[FrameState], FrameState] | None:
         persona = self._chosen_persona()
         if persona is None or persona.name == take.manifest.get("persona"):
             self._restore_avatar()
             return None
         from render.take_export import persona_avatar
-        from studio.presets import Persona, PresetError, persona_by_name
-        from studio.recording.session import retarget_frames
+        from studio.recording.session import retargeter
 
-        try:
-            original = persona_by_name(take.manifest.get("persona") or "default")
-        except PresetError:
-            original = Persona(name=take.manifest.get("persona") or "default")
         if self._original_avatar is None:
             self._original_avatar = self.window.avatar
         self.window.viewport.set_avatar(persona_avatar(persona, self._original_avatar))
-        return retarget_frames(take.frames, original, persona)
+        return retargeter(take.manifest.get("persona") or "default", persona)
 
     def _restore_avatar(self) -> None:
         if self._original_avatar is not None:

@@ -96,7 +96,7 @@ class AudioFileStream:
             to_rate = None
             try:
                 for file_rate, samples in _float_blocks(_frames(container, stream), channels, self.path):
-                    to_rate = to_rate or _RateConverter(file_rate, rate, channels)
+                    to_rate = to_rate or RateConverter(file_rate, rate, channels)
                     resampled = to_rate.push(samples)
                     if len(resampled):
                         pending.append(resampled)
@@ -195,7 +195,7 @@ def _mixed(planar: np.ndarray, channels: int) -> np.ndarray:
     return planar.T if len(planar) == 2 else np.repeat(planar.T, 2, axis=1)
 
 
-class _RateConverter:
+class RateConverter:
     """Streaming sample-rate conversion (libsoxr, high quality, delay compensated); a no-op at the same rate."""
 
     def __init__(self, from_rate: int, to_rate: int, channels: int) -> None:

@@ -8,14 +8,15 @@ its bone's length further on.
 
 from __future__ import annotations
 
-import io
 import os
+from collections.abc import Collection
 from pathlib import Path
+from typing import TextIO
 
 import numpy as np
 
 from studio.avatar.skeleton import JOINT_NAMES, PARENTS
-from studio.fileio import atomic_write
+from studio.fileio import atomic_writer
 from studio.frame import FrameState
 from studio.recording.rotations import matrix_to_euler, rotvec_to_matrix
 
@@ -31,11 +32,10 @@ def _children() -> dict[int, list[int]]:
     return children
 
 
-def bvh_text(frames: list[FrameState], rest_joints: np.ndarray, fps: float) -> str:
-    """The BVH file for these frames; `rest_joints` (55, 3) in metres from `AvatarModel.rest_joints()`."""
+def _write_bvh(out: TextIO, frames: Collection[FrameState], rest_joints: np.ndarray, fps: float) -> None:
+    """Write the BVH for these frames to `out`, a frame at a time; `rest_joints` (55, 3) in metres."""
     rest = np.asarray(rest_joints, np.float64) * CM
     children = _children()
-    out = io.StringIO()
     order: list[int] = []
 
     def write_joint(joint: int, depth: int) -> None:
@@ -64,11 +64,12 @@ def bvh_text(frames: list[FrameState], rest_joints: np.ndarray, fps: float) -> s
         position = rest[0] + np.asarray(frame.transl, np.float64) * CM
         values = [position] + [angles[j] for j in order]
         out.write(" ".join(f"{v:.6f}" for v in np.concatenate(values)) + "\n")
-    return out.getvalue()
 
 
-def write_bvh(frames: list[FrameState], rest_joints: np.ndarray, path: str | os.PathLike, fps: float) -> Path:
-    """Write the BVH atomically (temp file, then rename)."""
-    if not frames:
+def write_bvh(frames: Collection[FrameState], rest_joints: np.ndarray, path: str | os.PathLike, fps: float) -> Path:
+    """Write the BVH a frame at a time (memory does not grow with the take), atomically (temp file, rename)."""
+    if not len(frames):
         raise ValueError("no frames to write")
-    return atomic_write(path, bvh_text(frames, rest_joints, fps))
+    with atomic_writer(path) as out:
+        _write_bvh(out, frames, rest_joints, fps)
+    return Path(path)

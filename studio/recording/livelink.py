@@ -14,7 +14,9 @@ import io
 import math
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
+from typing import TextIO
 
 import numpy as np
 
@@ -22,7 +24,7 @@ from studio.avatar.arkit import ARKIT_NAMES, NUM_ARKIT
 from studio.avatar.skeleton import JOINT_INDEX
 from studio.engine.motion import relaxed_rest_pose
 from studio.engine.offline import smpte_timecode
-from studio.fileio import atomic_write
+from studio.fileio import atomic_writer
 from studio.frame import FrameState
 from studio.recording.rotations import euler_to_matrix, matrix_to_euler, matrix_to_rotvec, rotvec_to_matrix
 
@@ -48,21 +50,25 @@ def frame_rotations(frame: FrameState) -> np.ndarray:
     return np.concatenate([matrix_to_euler(head[0] @ head[1], "yxz")[0], matrix_to_euler(eyes, "yxz").ravel()])
 
 
-def livelink_csv_text(frames: list[FrameState], fps: float) -> str:
-    out = io.StringIO()
+def _write_livelink_csv(out: TextIO, frames: Iterable[FrameState], fps: float) -> int:
+    """Write the header and one row per frame to `out`; returns how many rows."""
     out.write(",".join(HEADER) + "\n")
+    rows = 0
     for frame in frames:
         values = ",".join(f"{w:.6f}" for w in frame.arkit)
         rotations = ",".join(f"{r:.6f}" for r in frame_rotations(frame))
         out.write(f"{smpte_timecode(frame.media_time_s, fps)},{SHAPE_COUNT},{values},{rotations}\n")
-    return out.getvalue()
+        rows += 1
+    return rows
 
 
-def write_livelink_csv(frames: list[FrameState], path: str | os.PathLike, fps: float) -> Path:
-    """Write frames (stamped with take time) as a Live Link Face CSV; atomic (temp file, then rename)."""
-    if not frames:
-        raise ValueError("no frames to write")
-    return atomic_write(path, livelink_csv_text(frames, fps))
+def write_livelink_csv(frames: Iterable[FrameState], path: str | os.PathLike, fps: float) -> Path:
+    """Write frames (stamped with take time) as a Live Link Face CSV a row at a time (memory does not grow
+    with the take), atomically (temp file, then rename); no frames is a ValueError and writes nothing."""
+    with atomic_writer(path) as out:
+        if not _write_livelink_csv(out, frames, fps):
+            raise ValueError("no frames to write")
+    return Path(path)
 
 
 def parse_timecode(text: str, fps: float) -> float:

@@ -3,6 +3,8 @@
 While sound plays, the playback position is the audio clock (the clip frame at the DAC and when it
 got there), so the face stays on the voice even when the device runs late; without sound (no audio
 in the take, no output device) the monotonic clock paces it. Play, pause, seek and loop.
+Frames and sound are read from the take's files as they play (the sound through a `StreamedClip`), so a
+take of hours plays in the memory a minute takes.
 """
 
 from __future__ import annotations
@@ -10,27 +12,24 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-import numpy as np
-
 from studio.engine.sources import AudioDeviceError
 from studio.frame import FrameState
 from studio.recording.take import Take
 
 
 class TakePlayer:
-    """Plays one take (optionally with re-targeted frames); call `frame()` at display rate."""
+    """Plays one take (`transform` re-targets each frame shown); call `frame()` at display rate."""
 
-    def __init__(self, take: Take, frames: list[FrameState] | None = None, speaker=None,
+    def __init__(self, take: Take, transform: Callable[[FrameState], FrameState] | None = None, speaker=None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.take = take
-        self.frames = frames if frames is not None else take.frames
-        self._times = np.array([f.media_time_s for f in self.frames]) - self.frames[0].media_time_s
+        self._transform = transform
+        self._shown: tuple[int, FrameState] | None = None  # the last frame read: the display outpaces the take
         self.duration_s = take.duration_s
         self.loop = False
         self.state = "paused"
         self.silent_reason: str | None = None
         self._speaker = speaker
-        self._prepared: np.ndarray | None = None
         self._clip = None
         self._clock = clock
         self._origin = 0.0  # take time where the current run started
@@ -77,12 +76,14 @@ class TakePlayer:
         if self.state != "playing":
             return self._origin
         clip = self._clip
-        if clip is not None:
-            self._speaker.check()  # brings the clip's DAC timing (`heard`) up to date
-        if clip is not None and clip.heard is not None and clip.failed is None:
+        # check() also brings the clip's DAC timing (`heard`) up to date
+        if clip is not None and (not self._speaker.check() or clip.failed is not None):
+            self._sound_lost(clip)
+            clip = None
+        if clip is not None and clip.heard is not None:
             frame, at = clip.heard  # `at` may lie ahead: the sound is still in the device's buffer
             now = max(self._origin, self._origin + frame / clip.rate + (self._clock() - at))
-        elif clip is not None and clip.failed is None:
+        elif clip is not None:
             now = self._origin  # the first block is on its way to the device
         else:
             now = self._origin + (self._clock() - self._started)
@@ -99,33 +100,51 @@ class TakePlayer:
         return now
 
     def frame(self) -> FrameState:
-        """The recorded frame showing at the current position."""
-        index = int(np.searchsorted(self._times, self.position() + 1e-9, side="right")) - 1
-        return self.frames[max(index, 0)]
+        """The recorded frame showing at the current position (re-targeted when asked)."""
+        index = self.take.frame_index(self.position())
+        if self._shown is None or self._shown[0] != index:
+            frame = self.take.frames[index]
+            self._shown = (index, self._transform(frame) if self._transform is not None else frame)
+        return self._shown[1]
 
     # ----------------------------------------------------------------- sound
 
     def _start_sound(self, from_s: float):
+        from studio.engine.output import SpeakerOutput, StreamedClip
+
         audio = self.take.audio
         start = int(from_s * self.take.sample_rate)
         if len(audio) <= start:
             return None
         try:
             if self._speaker is None:
-                from studio.engine.output import SpeakerOutput
-
                 self._speaker = SpeakerOutput()
-            self._speaker.open()
-            if self._prepared is None:
-                self._prepared = self._speaker.prepare(audio, self.take.sample_rate)
-            offset = int(from_s * self._speaker.sample_rate)
+            speaker = self._speaker
+            speaker.open()
+            channels = speaker.channels if speaker.channels in (1, 2) else 1  # mono broadcasts to any layout
+            clip = StreamedClip(audio[start:].chunks(rate=speaker.sample_rate, channels=channels), speaker.sample_rate,
+                                channels, None)
             self.silent_reason = None
-            return self._speaker.play(self._prepared[offset:])
+            try:
+                return speaker.play_clip(clip)
+            except BaseException:
+                clip.close()
+                raise
         except AudioDeviceError as error:  # no output device: the pictures go on at real-time pace
             self.silent_reason = str(error)
             return None
+
+    def _sound_lost(self, clip) -> None:
+        """The device failed mid-play: the pictures go on at real-time pace from where the sound stopped."""
+        self._origin += clip.heard[0] / clip.rate if clip.heard is not None else 0.0
+        self._started = self._clock()
+        self._clip = None
+        clip.close()  # its decoder would otherwise wait for a device that is gone, holding the file open
+        self.silent_reason = f"audio output lost: {clip.failed or self._speaker.error}"
 
     def _stop_sound(self) -> None:
         clip, self._clip = self._clip, None
         if clip is not None and self._speaker is not None:
             self._speaker.cut(clip)
+        if clip is not None:
+            clip.close()  # its decoder thread stops and closes the take's audio file

@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import os
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -137,10 +137,17 @@ def import_livelink(csv_path: str | os.PathLike, folder: str | os.PathLike, avat
     return write_take(folder, manifest, frames, audio, events)
 
 
-def retarget_frames(frames: list[FrameState], from_persona, to_persona) -> list[FrameState]:
-    """The frames as `to_persona` would have shown them: the recorded persona's gains divided out, the new
-    persona's gains and caps applied (weights the old caps clipped stay at the cap's level)."""
+def retargeter(recorded: str, to_persona) -> Callable[[FrameState], FrameState]:
+    """A function showing a frame recorded with persona `recorded` as `to_persona` would have: the recorded
+    persona's gains divided out (when it no longer loads, there is nothing to divide), the new persona's
+    gains and caps applied (weights the old caps clipped stay at the cap's level)."""
+    from studio.presets import Persona, PresetError, persona_by_name
+
+    try:
+        from_persona = persona_by_name(recorded)
+    except PresetError:
+        from_persona = Persona(name=recorded)
     old_gains, _old_caps = from_persona.style.weight_arrays()
     new = ExpressionLayer(*to_persona.style.weight_arrays(), name=to_persona.name)
     ratio = np.where(old_gains > 1e-6, 1.0 / np.maximum(old_gains, 1e-6), 1.0).astype(np.float32)
-    return [f.replace(arkit=new.apply(f.arkit * ratio), expression=new.name) for f in frames]
+    return lambda frame: frame.replace(arkit=new.apply(frame.arkit * ratio), expression=new.name)

@@ -22,19 +22,23 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 import os
 import shutil
 import struct
 import zlib
+from array import array
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import overload
 
 import numpy as np
 
 from studio.avatar.arkit import NUM_ARKIT
 from studio.avatar.skeleton import NUM_JOINTS
-from studio.fileio import atomic_write
+from studio.fileio import atomic_write, atomic_writer
 from studio.frame import FrameState
 
 TAKE_FORMAT = "avatar-studio-take"
@@ -138,78 +142,234 @@ def now_iso() -> str:
 
 # ------------------------------------------------------------------------------------------ reading
 
+READ_BATCH_RECORDS = 256  # records read from disk at once while iterating (about 250 kB)
+AUDIO_CHUNK_S = 0.5
+
+
+class TakeFrames(Sequence[FrameState]):
+    """A take's frames, read from frames.bin when asked for instead of held in memory.
+
+    Only an index stays in memory (where each record lies, its media time and voice activity: 28 bytes a
+    frame, 0.9 MB for 20 minutes at 30 fps against the frames' own 36 MB), so playing or exporting a take
+    of hours costs what a minute does. The file is opened for each read and closed again: the take's folder
+    can be renamed or trashed while it is open (Windows refuses that for an open file). Every record's
+    checksum is checked again as it is read, so a file changed on disk since the take was opened is an
+    error, not a wrong frame.
+    """
+
+    def __init__(self, path: Path, offsets: np.ndarray, lengths: np.ndarray, times: np.ndarray,
+                 voice_activity: np.ndarray) -> None:
+        self.path = path
+        self._offsets, self._lengths = offsets, lengths  # record start (its head), payload bytes
+        self.times, self.voice_activity = times, voice_activity
+
+    def __len__(self) -> int:
+        return len(self._offsets)
+
+    @overload
+    def __getitem__(self, key: int) -> FrameState: ...
+
+    @overload
+    def __getitem__(self, key: slice) -> TakeFrames: ...
+
+    def __getitem__(self, key):
+        """One frame read from disk, or a slice as another lazy `TakeFrames` (nothing is read)."""
+        if isinstance(key, slice):
+            return TakeFrames(self.path, self._offsets[key], self._lengths[key], self.times[key], self.voice_activity[key])
+        index = operator.index(key)
+        if not -len(self) <= index < len(self):
+            raise IndexError(f"frame {key} of a take with {len(self)} frames")
+        return next(self._read(slice(index, index + 1 or None)))
+
+    def __iter__(self) -> Iterator[FrameState]:
+        return self._read(slice(0, len(self)))
+
+    def records(self) -> Iterator[bytes]:
+        """Each frame's record exactly as stored (head and payload), for copying into a repaired file."""
+        return self._read(slice(0, len(self)), raw=True)
+
+    def _read(self, which: slice, raw: bool = False) -> Iterator:
+        offsets, lengths = self._offsets[which], self._lengths[which]
+        with open(self.path, "rb") as handle:
+            for first in range(0, len(offsets), READ_BATCH_RECORDS):
+                starts = offsets[first:first + READ_BATCH_RECORDS]
+                sizes = lengths[first:first + READ_BATCH_RECORDS]
+                base = int(starts[0])
+                handle.seek(base)
+                block = handle.read(int(starts[-1] + RECORD_HEAD.size + sizes[-1]) - base)
+                for start, size in zip(starts - base, sizes):
+                    record = block[start:start + RECORD_HEAD.size + size]
+                    length, crc = RECORD_HEAD.unpack_from(record) if len(record) >= RECORD_HEAD.size else (-1, 0)
+                    payload = record[RECORD_HEAD.size:]
+                    if length != size or len(payload) != size or zlib.crc32(payload) != crc:
+                        raise TakeError(self.path.parent, [f"{FRAMES} changed on disk after the take was opened "
+                                                           f"(record at byte {base + int(start)})"])
+                    yield record if raw else decode_frame(payload)
+
+
+class TakeAudio:
+    """A take's audio (16-bit mono PCM in audio.wav), read from disk in pieces instead of held in memory.
+
+    It reads like a float32 array: `len`, an index, a slice (another lazy view; nothing is read) and
+    `np.asarray` (the whole view, for short takes and tests). `chunks` feeds video export and playback a
+    piece at a time. A view made longer than the recording by `padded` reads as silence past its end.
+    """
+
+    channels = 1
+
+    def __init__(self, path: Path | None, sample_rate: int, recorded: int = 0, start: int = 0,
+                 length: int | None = None) -> None:
+        self.path, self.sample_rate = path, int(sample_rate)
+        self._recorded = recorded  # samples in the file
+        self._start = start
+        self._length = max(0, recorded - start) if length is None else length
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __getitem__(self, key):
+        if isinstance(key, slice) and key.step in (None, 1):
+            start, stop, _ = key.indices(len(self))
+            return TakeAudio(self.path, self.sample_rate, self._recorded, self._start + start, max(0, stop - start))
+        if isinstance(key, slice):
+            return self.read()[key]
+        index = operator.index(key)
+        if not -len(self) <= index < len(self):
+            raise IndexError(f"sample {key} of {len(self)}")
+        index %= len(self)
+        return self.read(index, index + 1)[0]
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        samples = self.read()
+        return samples if dtype is None else samples.astype(dtype)
+
+    def padded(self, length: int) -> TakeAudio:
+        """This audio cut or extended with silence to `length` samples."""
+        return TakeAudio(self.path, self.sample_rate, self._recorded, self._start, max(0, int(length)))
+
+    def read(self, start: int = 0, stop: int | None = None) -> np.ndarray:
+        """Samples [start, stop) of this view as float32 in [-1, 1]."""
+        stop = len(self) if stop is None else min(stop, len(self))
+        start = min(max(start, 0), stop)
+        out = np.zeros(stop - start, np.float32)
+        first, last = self._start + start, min(self._start + stop, self._recorded)
+        if self.path is not None and last > first:
+            pcm = np.fromfile(self.path, "<i2", count=last - first, offset=WAV_HEADER_BYTES + 2 * first)
+            out[:len(pcm)] = pcm / np.float32(32767.0)
+        return out
+
+    def chunks(self, rate: int | None = None, channels: int = 1) -> Iterator[np.ndarray]:
+        """float32 (n, channels) pieces of at most AUDIO_CHUNK_S, at `rate` (default the take's)."""
+        from studio.engine.audio_file import RateConverter
+
+        rate = int(rate or self.sample_rate)
+        converter = RateConverter(self.sample_rate, rate, channels)
+        step = max(1, int(AUDIO_CHUNK_S * self.sample_rate))
+        for start in range(0, len(self), step):
+            samples = self.read(start, start + step)[:, None]
+            out = converter.push(np.repeat(samples, channels, axis=1), last=start + step >= len(self))
+            if len(out):
+                yield out
+
 
 @dataclass
 class FrameScan:
-    """What frames.bin holds: the good frames, and where and why reading stopped or skipped."""
+    """What frames.bin holds: where each good record lies, and where and why reading stopped or skipped."""
 
-    frames: list[FrameState] = field(default_factory=list)
+    path: Path
+    offsets: array = field(default_factory=lambda: array("q"))  # each good record's start
+    lengths: array = field(default_factory=lambda: array("q"))  # its payload's length
+    times: array = field(default_factory=lambda: array("d"))
+    voice_activity: array = field(default_factory=lambda: array("f"))
     good_bytes: int = 0  # bytes up to the end of the last readable record
     corrupt: list[str] = field(default_factory=list)  # records that fail their checksum (skipped)
     tail: str | None = None  # a half-written last record
     header_error: str | None = None
 
+    @property
+    def frames(self) -> TakeFrames:
+        return TakeFrames(self.path, np.array(self.offsets, np.int64), np.array(self.lengths, np.int64),
+                          np.array(self.times, np.float64), np.array(self.voice_activity, np.float32))
+
 
 def scan_frames(path: Path) -> FrameScan:
-    scan = FrameScan()
-    data = path.read_bytes()
-    if not data.startswith(FRAMES_MAGIC) or len(data) < len(FRAMES_MAGIC) + 4:
-        scan.header_error = f"{FRAMES} does not start with the take header (not written by Avatar Studio)"
-        return scan
-    (header_len,) = struct.unpack_from("<I", data, len(FRAMES_MAGIC))
-    start = len(FRAMES_MAGIC) + 4
-    try:
-        header = json.loads(data[start:start + header_len].decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        scan.header_error = f"{FRAMES} header is unreadable"
-        return scan
-    if header.get("version") != TAKE_VERSION or header.get("fixed_bytes") != FRAME_DTYPE.itemsize:
-        scan.header_error = (f"{FRAMES} is layout version {header.get('version')!r} with {header.get('fixed_bytes')!r}-byte "
-                             f"records; this studio reads version {TAKE_VERSION}")
-        return scan
-    offset = scan.good_bytes = start + header_len
-    while offset < len(data):
-        if offset + RECORD_HEAD.size > len(data):
-            scan.tail = f"{FRAMES} ends with {len(data) - offset} bytes of a half-written record at byte {offset}"
-            break
-        length, crc = RECORD_HEAD.unpack_from(data, offset)
-        end = offset + RECORD_HEAD.size + length
-        if not FRAME_DTYPE.itemsize <= length <= MAX_RECORD_BYTES:
-            scan.tail = (f"{FRAMES} record {len(scan.frames) + len(scan.corrupt)} at byte {offset} "
-                         f"has an impossible length {length}")
-            break
-        if end > len(data):
-            scan.tail = (f"{FRAMES} ends with a half-written record at byte {offset} "
-                         f"({len(data) - offset} of {end - offset} bytes)")
-            break
-        payload = data[offset + RECORD_HEAD.size:end]
+    """Check every record of frames.bin, reading it a record at a time (no frame is kept in memory)."""
+    scan = FrameScan(path)
+    size = path.stat().st_size
+    with open(path, "rb") as handle:
+        start = len(FRAMES_MAGIC) + 4
+        opening = handle.read(start)
+        if not opening.startswith(FRAMES_MAGIC) or len(opening) < start:
+            scan.header_error = f"{FRAMES} does not start with the take header (not written by Avatar Studio)"
+            return scan
+        (header_len,) = struct.unpack_from("<I", opening, len(FRAMES_MAGIC))
         try:
-            if zlib.crc32(payload) != crc:
-                raise ValueError("checksum mismatch")
-            scan.frames.append(decode_frame(payload))
-        except (ValueError, UnicodeDecodeError):
-            scan.corrupt.append(f"record {len(scan.frames) + len(scan.corrupt)} at byte {offset}")
-        offset = scan.good_bytes = end
+            header = json.loads(handle.read(header_len).decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            scan.header_error = f"{FRAMES} header is unreadable"
+            return scan
+        if not isinstance(header, dict) or header.get("version") != TAKE_VERSION \
+                or header.get("fixed_bytes") != FRAME_DTYPE.itemsize:
+            found = header if isinstance(header, dict) else {}
+            scan.header_error = (f"{FRAMES} is layout version {found.get('version')!r} with {found.get('fixed_bytes')!r}-byte "
+                                 f"records; this studio reads version {TAKE_VERSION}")
+            return scan
+        offset = scan.good_bytes = start + header_len
+        handle.seek(offset)
+        while offset < size:
+            number = len(scan.offsets) + len(scan.corrupt)
+            head = handle.read(RECORD_HEAD.size)
+            if len(head) < RECORD_HEAD.size:
+                scan.tail = f"{FRAMES} ends with {size - offset} bytes of a half-written record at byte {offset}"
+                break
+            length, crc = RECORD_HEAD.unpack(head)
+            end = offset + RECORD_HEAD.size + length
+            if not FRAME_DTYPE.itemsize <= length <= MAX_RECORD_BYTES:
+                scan.tail = f"{FRAMES} record {number} at byte {offset} has an impossible length {length}"
+                break
+            if end > size:
+                scan.tail = (f"{FRAMES} ends with a half-written record at byte {offset} "
+                             f"({size - offset} of {end - offset} bytes)")
+                break
+            payload = handle.read(length)
+            try:
+                if zlib.crc32(payload) != crc:
+                    raise ValueError("checksum mismatch")
+                frame = decode_frame(payload)
+            except (ValueError, UnicodeDecodeError):
+                scan.corrupt.append(f"record {number} at byte {offset}")
+            else:
+                scan.offsets.append(offset)
+                scan.lengths.append(length)
+                scan.times.append(frame.media_time_s)
+                scan.voice_activity.append(frame.voice_activity)
+            offset = scan.good_bytes = end
     return scan
 
 
-def read_wav(path: Path) -> tuple[np.ndarray, int, int, str | None]:
-    """(samples float32, rate, data bytes the header claims, problem or None) of a take's PCM16 mono WAV."""
-    data = path.read_bytes()
+@dataclass
+class WavInfo:
+    """What a take's audio.wav header says and what the file holds, read without loading the samples."""
+
+    sample_rate: int = 0
+    samples: int = 0  # whole 16-bit samples after the header
+    problem: str | None = None
+
+
+def read_wav_info(path: Path) -> WavInfo:
+    with open(path, "rb") as handle:
+        data = handle.read(WAV_HEADER_BYTES)
     if len(data) < WAV_HEADER_BYTES or data[:4] != b"RIFF" or data[8:16] != b"WAVEfmt " or data[36:40] != b"data":
-        return np.zeros(0, np.float32), 0, 0, f"{AUDIO} is not the take's 16-bit PCM WAV layout"
+        return WavInfo(problem=f"{AUDIO} is not the take's 16-bit PCM WAV layout")
     _size, fmt, channels, rate, _byte_rate, _align, bits = struct.unpack_from("<IHHIIHH", data, 16)
     if fmt != 1 or channels != 1 or bits != 16:
-        problem = f"{AUDIO} is format {fmt}, {channels} channels, {bits} bits; expected PCM mono 16-bit"
-        return np.zeros(0, np.float32), 0, 0, problem
+        return WavInfo(problem=f"{AUDIO} is format {fmt}, {channels} channels, {bits} bits; expected PCM mono 16-bit")
     (claimed,) = struct.unpack_from("<I", data, 40)
-    body = data[WAV_HEADER_BYTES:]
-    body = body[:len(body) // 2 * 2]
+    held = (path.stat().st_size - WAV_HEADER_BYTES) // 2
     problem = None
-    if claimed != len(body):
-        problem = f"{AUDIO} header says {claimed // 2} samples but holds {len(body) // 2} (header not finalised)"
-    samples = np.frombuffer(body, "<i2").astype(np.float32) / 32767.0
-    return samples, rate, claimed, problem
+    if claimed != held * 2:
+        problem = f"{AUDIO} header says {claimed // 2} samples but holds {held} (header not finalised)"
+    return WavInfo(rate, held, problem)
 
 
 def read_events(path: Path) -> tuple[list[dict], str | None]:
@@ -231,15 +391,40 @@ def read_events(path: Path) -> tuple[list[dict], str | None]:
     return events, problem
 
 
+class ResampledFrames:
+    """A take's frames on a regular grid of take time, made as they are read (`Take.resampled`)."""
+
+    def __init__(self, frames: TakeFrames, indices: np.ndarray, grid: np.ndarray,
+                 transform: Callable[[FrameState], FrameState] | None = None) -> None:
+        self._frames, self._indices, self._grid, self._transform = frames, indices, grid, transform
+
+    def __len__(self) -> int:
+        return len(self._grid)
+
+    def mapped(self, transform: Callable[[FrameState], FrameState]) -> ResampledFrames:
+        """The same grid with `transform` applied to each recorded frame (a re-targeting, say)."""
+        return ResampledFrames(self._frames, self._indices, self._grid, transform)
+
+    def __iter__(self) -> Iterator[FrameState]:
+        first = int(self._indices[0])
+        recorded = iter(self._frames[first:int(self._indices[-1]) + 1])
+        position, current = first - 1, None
+        for sequence, (index, take_time) in enumerate(zip(self._indices, self._grid)):
+            while position < index:  # each recorded frame is read once, however many grid points show it
+                current = next(recorded)
+                current = self._transform(current) if self._transform is not None else current
+                position += 1
+            yield current.replace(media_time_s=float(take_time), sequence=sequence)
+
+
 @dataclass
 class Take:
-    """A readable take: every frame as recorded, the audio on the take's timeline, the events."""
+    """A readable take: its frames and audio (both read from disk as needed), the events."""
 
     path: Path
     manifest: dict
-    frames: list[FrameState]
-    audio: np.ndarray  # float32 mono, sample 0 at the first frame's media time
-    sample_rate: int
+    frames: TakeFrames
+    audio: TakeAudio  # mono, sample 0 at the first frame's media time
     events: list[dict]
 
     @property
@@ -247,36 +432,60 @@ class Take:
         return self.path.name
 
     @property
+    def sample_rate(self) -> int:
+        return self.audio.sample_rate
+
+    @property
     def start_media_s(self) -> float:
-        return self.frames[0].media_time_s if self.frames else 0.0
+        return float(self.frames.times[0]) if len(self.frames) else 0.0
 
     @property
     def duration_s(self) -> float:
         """From the first frame to the end of the last frame or of the audio, whichever is later."""
         frame_rate = float(self.manifest.get("frame_rate") or 30.0)
-        frames_end = (self.frames[-1].media_time_s - self.start_media_s + 1.0 / frame_rate) if self.frames else 0.0
+        times = self.frames.times
+        frames_end = (float(times[-1]) - self.start_media_s + 1.0 / frame_rate) if len(times) else 0.0
         audio_end = len(self.audio) / self.sample_rate if self.sample_rate else 0.0
         return max(frames_end, audio_end)
 
     def take_times(self) -> np.ndarray:
-        return np.array([f.media_time_s for f in self.frames]) - self.start_media_s
+        return self.frames.times - self.start_media_s
+
+    def frame_index(self, take_time_s: float) -> int:
+        """Index of the recorded frame showing at this take time (the last one at or before it)."""
+        return max(int(np.searchsorted(self.take_times(), take_time_s + 1e-9, side="right")) - 1, 0)
 
     def frame_at(self, take_time_s: float) -> FrameState:
-        """The recorded frame showing at this take time (the last one at or before it)."""
-        index = int(np.searchsorted(self.take_times(), take_time_s + 1e-9, side="right")) - 1
-        return self.frames[max(index, 0)]
+        return self.frames[self.frame_index(take_time_s)]
 
-    def resampled(self, fps: float) -> list[FrameState]:
+    def resampled(self, fps: float) -> ResampledFrames:
         """Frames at k / fps of take time (each the recorded frame showing then), stamped with take time."""
-        times = self.take_times()
         count = max(1, int(np.ceil(self.duration_s * fps - 1e-9)))
         grid = np.arange(count) / fps
-        indices = np.clip(np.searchsorted(times, grid + 1e-9, side="right") - 1, 0, len(self.frames) - 1)
-        return [self.frames[i].replace(media_time_s=float(t), sequence=k) for k, (i, t) in enumerate(zip(indices, grid))]
+        indices = np.clip(np.searchsorted(self.take_times(), grid + 1e-9, side="right") - 1, 0, len(self.frames) - 1)
+        return ResampledFrames(self.frames, indices, grid)
+
+    def head(self, seconds: float) -> Take:
+        """The take's first `seconds` (at least its first frame): a view, nothing is copied or read."""
+        count = max(1, int(np.searchsorted(self.take_times(), seconds, side="left")))
+        return Take(self.path, self.manifest, self.frames[:count], self.audio[:int(seconds * self.sample_rate)],
+                    self.events)
 
     def voice_activity(self) -> tuple[np.ndarray, np.ndarray]:
         """(take times, voice activity) per recorded frame, for the timeline."""
-        return self.take_times(), np.array([f.voice_activity for f in self.frames])
+        return self.take_times(), self.frames.voice_activity.astype(np.float64)
+
+    def audio_level(self, hop_s: float = 0.02) -> tuple[np.ndarray, np.ndarray]:
+        """(take times, RMS level normalised to the loudest hop) of the audio, read a chunk at a time."""
+        hop = max(1, int(self.sample_rate * hop_s))
+        per_chunk = max(1, int(AUDIO_CHUNK_S * self.sample_rate) // hop) * hop
+        whole = len(self.audio) // hop * hop
+        levels = [np.sqrt((self.audio.read(start, min(start + per_chunk, whole)).astype(np.float64)
+                           .reshape(-1, hop) ** 2).mean(axis=1))
+                  for start in range(0, whole, per_chunk)]
+        rms = np.concatenate(levels) if levels else np.zeros(0)
+        level = np.clip(rms / max(float(rms.max(initial=0.0)), 1e-6), 0.0, 1.0)
+        return np.arange(len(level)) * hop / self.sample_rate, level
 
 
 def _load_manifest(folder: Path) -> tuple[dict | None, list[str]]:
@@ -303,8 +512,7 @@ class Inspection:
 
     manifest: dict | None
     scan: FrameScan | None = None
-    audio: np.ndarray | None = None
-    sample_rate: int = 0
+    audio: TakeAudio | None = None
     events: list[dict] = field(default_factory=list)
     repairable: list[str] = field(default_factory=list)
     fatal: list[str] = field(default_factory=list)
@@ -372,7 +580,7 @@ def inspect_take(folder: str | os.PathLike) -> Inspection:
             if not scan.frames:
                 result.fatal.append(f"{FRAMES} holds no readable frame")
             else:
-                times = np.array([f.media_time_s for f in scan.frames])
+                times = scan.frames.times
                 if np.any(np.diff(times) <= 0):
                     at = int(np.flatnonzero(np.diff(times) <= 0)[0]) + 1
                     result.fatal.append(f"{FRAMES} frame {at} goes back in time ({times[at]:.3f} s after {times[at - 1]:.3f} s)")
@@ -386,8 +594,9 @@ def inspect_take(folder: str | os.PathLike) -> Inspection:
                 elif FRAMES in files and files[FRAMES].get("sha256") != file_sha256(folder / FRAMES) and not scan.corrupt:
                     result.fatal.append(f"{FRAMES} differs from what was recorded (sha256 does not match the manifest)")
     if (folder / AUDIO).is_file():
-        audio, rate, _claimed, problem = read_wav(folder / AUDIO)
-        result.audio, result.sample_rate = audio, rate
+        wav = read_wav_info(folder / AUDIO)
+        rate, problem = wav.sample_rate, wav.problem
+        result.audio = TakeAudio(folder / AUDIO, rate, wav.samples) if rate else None
         if problem and status == "recording":
             result.repairable.append(problem)
         elif problem and "header says" in problem:
@@ -415,9 +624,8 @@ def open_take(folder: str | os.PathLike) -> Take:
     found = inspect_take(folder)
     if found.problems:
         raise TakeError(folder, found.problems, repairable=not found.fatal)
-    rate = found.sample_rate or int(found.manifest.get("sample_rate") or 16000)
-    audio = found.audio if found.audio is not None else np.zeros(0, np.float32)
-    return Take(folder, found.manifest, found.scan.frames, audio, rate, found.events)
+    audio = found.audio if found.audio is not None else TakeAudio(None, int(found.manifest.get("sample_rate") or 16000))
+    return Take(folder, found.manifest, found.scan.frames, audio, found.events)
 
 
 def repair_take(folder: str | os.PathLike) -> list[str]:
@@ -436,27 +644,32 @@ def repair_take(folder: str | os.PathLike) -> list[str]:
     manifest = dict(found.manifest)
     done = []
     scan = found.scan
+    frames = scan.frames
     if scan.tail or scan.corrupt:
-        data = frames_header() + b"".join(encode_frame(f) for f in scan.frames)
-        atomic_write(folder / FRAMES, data)
+        with atomic_writer(folder / FRAMES, encoding=None) as out:
+            out.write(frames_header())
+            for record in frames.records():
+                out.write(record)
         done.append(f"kept {len(scan.frames)} frames"
                     + (f", dropped {len(scan.corrupt)} damaged record(s)" if scan.corrupt else "")
                     + (", cut a half-written last record" if scan.tail else ""))
-    audio = found.audio if found.audio is not None else np.zeros(0, np.float32)
-    rate = found.sample_rate or int(manifest.get("sample_rate") or 16000)
+    audio = found.audio if found.audio is not None else TakeAudio(None, int(manifest.get("sample_rate") or 16000))
+    rate = audio.sample_rate
     audio_path = folder / AUDIO
-    wav_ok = audio_path.is_file() and read_wav(audio_path)[3] is None
-    if not wav_ok:
-        atomic_write(audio_path, wav_header(rate, len(audio) * 2) + to_pcm16(audio))
+    if not audio_path.is_file() or read_wav_info(audio_path).problem:
+        with atomic_writer(audio_path, encoding=None) as out:
+            out.write(wav_header(rate, len(audio) * 2))
+            for chunk in audio.chunks():
+                out.write(to_pcm16(chunk[:, 0]))
         done.append(f"finalised {AUDIO} ({len(audio) / rate:.2f} s)")
     events_path = folder / EVENTS
     if not events_path.is_file() or read_events(events_path)[1]:
         atomic_write(events_path, "".join(json.dumps(e) + "\n" for e in found.events))
         done.append(f"kept {len(found.events)} events")
     frame_rate = float(manifest.get("frame_rate") or 30.0)
-    first, last = scan.frames[0].media_time_s, scan.frames[-1].media_time_s
+    first, last = float(frames.times[0]), float(frames.times[-1])
     manifest.update({
-        "status": "recovered", "frames": len(scan.frames),
+        "status": "recovered", "frames": len(frames),
         "duration_s": max(last - first + 1.0 / frame_rate, len(audio) / rate),
         "audio_samples": len(audio), "events": len(found.events),
         "repairs": list(manifest.get("repairs") or []) + [{"at": now_iso(), "found": found.repairable, "done": done}],

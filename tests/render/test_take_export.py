@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -11,8 +12,11 @@ from render.take_export import ExportCancelled, export_take
 from render.video import alpha_range, probe_video
 from studio.avatar.io import default_avatar_path, load_avatar
 from studio.engine.pipeline import MOUTH_CHANNELS
+from studio.frame import FrameState
 from studio.presets import Persona, persona_by_name, preset_by_name
-from studio.recording.session import record_offline
+from studio.recording.recorder import take_manifest
+from studio.recording.session import record_offline, write_take
+from studio.recording.take import open_take
 
 os.environ.setdefault("EGL_PLATFORM", "surfaceless")
 FPS = 30
@@ -87,9 +91,7 @@ def test_mp4_is_in_sync_and_the_mouth_opens_with_the_sound(tmp_path, spoken_take
 @pytest.mark.parametrize("kind", ["webm", "mov"])
 def test_transparent_export_keeps_alpha(tmp_path, spoken_take, avatar, kind):
     out = tmp_path / f"take.{kind}"
-    short = spoken_take
-    short.frames = spoken_take.frames[:6]
-    short.audio = spoken_take.audio[: len(spoken_take.audio) // 8]
+    short = spoken_take.head(0.2)
     written = export_take(short, kind, out, avatar=avatar, size=(160, 120), background="transparent")
     assert written["alpha"]
     low, high = alpha_range(out)
@@ -108,11 +110,11 @@ def test_retargeting_renders_the_take_with_another_persona(tmp_path, spoken_take
     jaw = 17
     assert max(f.arkit[jaw] for f in original) > 0.2
     assert all(abs(r.arkit[jaw] - o.arkit[jaw] * 0.5) < 1e-6 for r, o in zip(retargeted, original))
-    spoken_take.frames = spoken_take.frames[:3]
+    first_frames = spoken_take.head(0.1)
     images = {}
     for name, persona in (("same", None), ("red", red)):
         out = tmp_path / f"{name}.mp4"
-        export_take(spoken_take, "mp4", out, avatar=avatar, persona=persona, size=(160, 120))
+        export_take(first_frames, "mp4", out, avatar=avatar, persona=persona, size=(160, 120))
         with av.open(str(out)) as container:
             images[name] = next(container.decode(video=0)).to_ndarray(format="rgb24").astype(np.int32)
     changed = np.abs(images["red"] - images["same"]).max(axis=2) > 40
@@ -132,4 +134,38 @@ def test_bad_targets_fail_clearly_and_leave_nothing(tmp_path, spoken_take, avata
     cancel.set()
     with pytest.raises(ExportCancelled):
         export_take(spoken_take, "mp4", tmp_path / "cancelled.mp4", avatar=avatar, size=(160, 120), cancel=cancel)
+    with pytest.raises(ExportCancelled):
+        export_take(spoken_take, "csv", tmp_path / "cancelled.csv", cancel=cancel)
     assert list(tmp_path.iterdir()) == []
+
+
+def _long_take(folder, avatar, seconds: int):
+    """A take of `seconds` with moving weights and pose and a tone for its audio, written as a recording is."""
+    rng = np.random.default_rng(seconds)
+    frames = (FrameState(media_time_s=i / FPS, arkit=rng.random(52, np.float32), pose=0.1 * rng.random((55, 3)),
+                         voice_activity=0.5, sequence=i) for i in range(seconds * FPS))
+    audio = (0.3 * np.sin(np.arange(seconds * 16000) * 0.07)).astype(np.float32)
+    return write_take(folder, take_manifest("default", "default", avatar, 16000, FPS), frames, audio).path
+
+
+@pytest.mark.parametrize("kind", ["csv", "bvh", "mp4"])
+def test_exporting_a_long_take_costs_the_memory_a_short_one_does(tmp_path, avatar, kind):
+    peaks = {}
+    for seconds in (15, 120):
+        folder = _long_take(tmp_path / f"take{seconds}", avatar, seconds)
+        out = tmp_path / f"take{seconds}.{kind}"
+        options = {"fps": 2, "size": (64, 48)} if kind == "mp4" else {}  # the video: every sample of audio, few frames
+        tracemalloc.start()
+        try:
+            written = export_take(open_take(folder), kind, out, avatar=avatar, **options)
+            peaks[seconds] = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert written["duration_s"] == pytest.approx(seconds, abs=0.5)
+    if kind == "mp4":
+        assert probe_video(out)["audio_duration_s"] == pytest.approx(120, abs=0.1)
+    else:
+        assert len(out.read_text().splitlines()) > 120 * FPS  # every frame was written
+    # before: every frame, the whole audio and the whole text in memory (CSV 4 -> 29 MB, MP4 77 -> 85 MB)
+    grown = (peaks[120] - peaks[15]) / 1e6
+    assert grown < 2.0, f"{peaks[15] / 1e6:.1f} MB for 15 s, {peaks[120] / 1e6:.1f} MB for 120 s"

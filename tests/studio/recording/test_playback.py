@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -19,10 +20,11 @@ def avatar():
     return load_avatar(default_avatar_path())
 
 
-def _take(tmp_path, avatar, with_audio: bool):
-    frames = [FrameState(media_time_s=10 + i / 30, arkit=np.full(52, i / 90), sequence=i) for i in range(90)]
-    audio = (0.2 * np.sin(np.arange(3 * 16000) * 0.05)).astype(np.float32) if with_audio else None
-    return write_take(tmp_path / "t", take_manifest("default", "default", avatar, 16000, 30), frames, audio)
+def _take(tmp_path, avatar, with_audio: bool, seconds: int = 3):
+    frames = [FrameState(media_time_s=10 + i / 30, arkit=np.full(52, i / (30 * seconds)), sequence=i)
+              for i in range(30 * seconds)]
+    audio = (0.2 * np.sin(np.arange(seconds * 16000) * 0.05)).astype(np.float32) if with_audio else None
+    return write_take(tmp_path / f"t{seconds}", take_manifest("default", "default", avatar, 16000, 30), frames, audio)
 
 
 class Clock:
@@ -81,3 +83,25 @@ def test_with_sound_the_position_is_the_audio_clock(tmp_path, avatar):
         assert player.position() == held and held >= 1.0
     finally:
         player.close()
+
+
+def test_playing_a_long_take_costs_the_memory_a_short_one_does(tmp_path, avatar):
+    peaks = {}
+    for seconds in (15, 120):
+        take = _take(tmp_path, avatar, with_audio=True, seconds=seconds)
+        tracemalloc.start()
+        player = TakePlayer(take)
+        try:
+            player.play()
+            deadline = time.monotonic() + 10
+            while player._clip is not None and player._clip.heard is None and time.monotonic() < deadline:
+                player.frame()
+                time.sleep(0.01)
+            assert player.silent_reason is None and player._clip.heard is not None  # it is playing, with sound
+            peaks[seconds] = tracemalloc.get_traced_memory()[1]
+        finally:
+            player.close()
+            tracemalloc.stop()
+    # before: the whole take's audio prepared for the speaker (20.7 MB for 15 s, 153.4 MB for 120 s)
+    grown = (peaks[120] - peaks[15]) / 1e6
+    assert grown < 2.0, f"{peaks[15] / 1e6:.1f} MB for 15 s, {peaks[120] / 1e6:.1f} MB for 120 s"

@@ -76,7 +76,7 @@ def test_live_engine_stream_records_and_plays_back_exactly(tmp_path, avatar):
     onset = int(np.flatnonzero(np.abs(take.audio) > 0.01)[0])
     assert abs(onset - (offset + int(0.6 * ENGINE_RATE))) <= 2
     assert take.events == [{"t": 0.5, "kind": "expression", "name": "smile"}]
-    assert take.frame_at(take.take_times()[10] + 1e-4) is take.frames[10]
+    assert take.frame_at(take.take_times()[10] + 1e-4).sequence == take.frames[10].sequence == sent[10].sequence
 
 
 def _small_take(tmp_path, avatar, name="take", frames=90):
@@ -86,6 +86,33 @@ def _small_take(tmp_path, avatar, name="take", frames=90):
     audio = (0.1 * np.sin(np.arange(frames * 16000 // 30) * 0.05)).astype(np.float32)
     events = [{"kind": "cue", "media_time_s": 0.2, "text": "hello"}]
     return write_take(tmp_path / name, take_manifest("default", "default", avatar, 16000, 30), states, audio, events), states
+
+
+def test_frames_and_audio_are_read_from_disk_as_asked_for(tmp_path, avatar):
+    take, states = _small_take(tmp_path, avatar)
+    written = (0.1 * np.sin(np.arange(90 * 16000 // 30) * 0.05)).astype(np.float32)
+    middle = take.frames[30:60]  # a view: nothing read yet
+    assert len(middle) == 30 and all(_same(a, b) for a, b in zip(states[30:60], middle))
+    assert _same(take.frames[-1], states[-1]) and _same(take.frames[5], states[5])
+    with pytest.raises(IndexError):
+        take.frames[90]
+    np.testing.assert_allclose(np.asarray(take.audio[1000:2000]), written[1000:2000], atol=1 / 32767)
+    assert take.audio[1500] == pytest.approx(written[1500], abs=1 / 32767)
+    longer = take.audio[len(written) - 100:].padded(300)  # past the recording: silence
+    assert len(longer) == 300 and np.all(np.asarray(longer)[100:] == 0) and np.abs(np.asarray(longer)[:100]).max() > 0
+    pieces = list(take.audio.chunks(rate=48000, channels=2))
+    assert all(piece.shape[1] == 2 for piece in pieces)
+    assert abs(sum(len(piece) for piece in pieces) - 3 * len(written)) <= 2
+
+
+def test_a_take_changed_on_disk_after_opening_is_an_error_not_a_wrong_frame(tmp_path, avatar):
+    take, _ = _small_take(tmp_path, avatar)
+    path = take.path / FRAMES
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(TakeError, match="changed on disk after the take was opened"):
+        list(take.frames)
 
 
 def test_truncated_take_is_reported_precisely_and_repaired(tmp_path, avatar):
