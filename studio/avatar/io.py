@@ -7,12 +7,16 @@ chumpy nor scipy is needed.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
 import pickle
 import zipfile
+import zlib
+from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 
@@ -71,15 +75,97 @@ def load_avatar_or_default(path: str | os.PathLike | None) -> tuple[AvatarModel,
     return load_avatar(default_avatar_path()), None
 
 
-def _read_npz(path: Path) -> dict[str, np.ndarray]:
-    arrays: dict[str, np.ndarray] = {}
+_READ_ON_DEMAND = ("shapedirs", "posedirs")  # SMPL-X's largest arrays, of which the studio uses a part or nothing
+_BLOCK_BYTES = 4 << 20
+
+
+def _read_npz(path: Path) -> dict[str, np.ndarray | _NpzArray]:
+    arrays: dict[str, np.ndarray | _NpzArray] = {}
     with np.load(path, allow_pickle=False) as data:
         for key in data.files:
+            if key in _READ_ON_DEMAND:
+                arrays[key] = _NpzArray(path, key)
+                continue
             try:
                 arrays[key] = data[key]
             except ValueError:
                 continue  # an object array we do not use (e.g. dynamic landmark tables)
     return arrays
+
+
+class _NpzArray:
+    """One array of an `.npz`, read from its zip member a block of rows at a time, and only the part asked for.
+
+    An SMPL-X file carries 400 shape columns (300 body, 100 expression) and 486 pose correctives; ours keep that
+    layout so that smplx's own loader reads them, but the studio uses 62 of the columns and our correctives are
+    zero. Reading them whole took the default avatar's load to a 410 MB peak for 40 MB of arrays kept.
+    A damaged member is an AvatarFormatError naming the file and the array.
+    """
+
+    def __init__(self, path: Path, key: str) -> None:
+        self.path, self.key = path, key
+        with self._member() as member:
+            self.shape, self._fortran, self.dtype = self._header(member)
+        self.ndim = len(self.shape)
+
+    @contextlib.contextmanager
+    def _member(self) -> Iterator[IO[bytes]]:
+        try:
+            with zipfile.ZipFile(self.path) as archive, archive.open(f"{self.key}.npy") as member:
+                yield member
+        except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as error:
+            raise AvatarFormatError(f"{self.path} is not a valid avatar: its '{self.key}' array is damaged ({error})") from None
+
+    @staticmethod
+    def _header(member: IO[bytes]) -> tuple[tuple[int, ...], bool, np.dtype]:
+        version = np.lib.format.read_magic(member)
+        read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        return read(member)
+
+    def read(self) -> np.ndarray:
+        with self._member() as member:
+            return np.lib.format.read_array(member, allow_pickle=False)
+
+    def _blocks(self) -> Iterator[np.ndarray]:
+        """The array in C order, a block of rows (first axis) at a time."""
+        row_bytes = max(1, int(np.prod(self.shape[1:])) * self.dtype.itemsize)
+        rows = max(1, _BLOCK_BYTES // row_bytes)
+        with self._member() as member:
+            self._header(member)
+            for first in range(0, self.shape[0], rows):
+                count = min(rows, self.shape[0] - first)
+                data = member.read(count * row_bytes)
+                if len(data) != count * row_bytes:
+                    raise AvatarFormatError(f"{self.path} is not a valid avatar: its '{self.key}' array is truncated")
+                yield np.frombuffer(data, self.dtype).reshape(count, *self.shape[1:])
+
+    def _streamable(self) -> bool:
+        return self.ndim >= 2 and not self._fortran and not self.dtype.hasobject
+
+    def last_axis(self, *selections: slice) -> list[np.ndarray]:
+        """Ranges of the last axis as float32, in one pass over the file."""
+        if not self._streamable():
+            whole = self.read()
+            return [np.ascontiguousarray(whole[..., s], np.float32) for s in selections]
+        widths = [len(range(*selection.indices(self.shape[-1]))) for selection in selections]
+        outs = [np.zeros((*self.shape[:-1], width), np.float32) for width in widths]
+        row = 0
+        for block in self._blocks():
+            for out, selection in zip(outs, selections):
+                out[row:row + len(block)] = block[..., selection]
+            row += len(block)
+        return outs
+
+    def any_nonzero(self) -> bool:
+        if not self._streamable():
+            return bool(np.any(self.read()))
+        return any(np.any(block) for block in self._blocks())
+
+
+def _last_axis(array: np.ndarray | _NpzArray, *selections: slice) -> list[np.ndarray]:
+    if isinstance(array, _NpzArray):
+        return array.last_axis(*selections)
+    return [np.ascontiguousarray(array[..., s], np.float32) for s in selections]
 
 
 class _ChumpyStandIn:
@@ -158,7 +244,8 @@ def _model_from_arrays(arrays: dict[str, np.ndarray], source: str) -> AvatarMode
         raise AvatarFormatError(
             f"{source}: missing key(s) {', '.join(missing)}; an avatar file needs {', '.join(_REQUIRED)}"
         )
-    shapedirs = np.asarray(arrays["shapedirs"])
+    shapedirs = arrays["shapedirs"]
+    shapedirs = shapedirs if isinstance(shapedirs, _NpzArray) else np.asarray(shapedirs)
     if shapedirs.ndim != 3 or shapedirs.shape[1] != 3:
         raise AvatarFormatError(f"{source}: 'shapedirs' has shape {shapedirs.shape}, expected (V, 3, N)")
     names = [str(n) for n in arrays.get("expression_names", ())]
@@ -170,11 +257,15 @@ def _model_from_arrays(arrays: dict[str, np.ndarray], source: str) -> AvatarMode
                 f"an ARKit avatar needs ≥ {SMPLX_BETA_COLUMNS + NUM_ARKIT}"
             )
         num_betas = int(arrays.get("num_betas", 10))
-        expr_dirs = shapedirs[:, :, SMPLX_BETA_COLUMNS : SMPLX_BETA_COLUMNS + NUM_ARKIT]
+        shape_dirs, expr_dirs = _last_axis(shapedirs, slice(0, num_betas),
+                                           slice(SMPLX_BETA_COLUMNS, SMPLX_BETA_COLUMNS + NUM_ARKIT))
     else:
         num_betas = min(10, shapedirs.shape[2])
+        (shape_dirs,) = _last_axis(shapedirs, slice(0, num_betas))
         expr_dirs = np.zeros((shapedirs.shape[0], 3, NUM_ARKIT), np.float32)
     posedirs = arrays.get("posedirs")
+    if isinstance(posedirs, _NpzArray):
+        posedirs = posedirs.read() if posedirs.any_nonzero() else None
     if posedirs is not None and posedirs.ndim == 2 and posedirs.shape[0] == NUM_POSE_CORRECTIVES:
         posedirs = posedirs.T.reshape(-1, 3, NUM_POSE_CORRECTIVES)  # SMPL-H style (486, V*3)
     if posedirs is not None and not np.any(posedirs):
@@ -200,8 +291,8 @@ def _model_from_arrays(arrays: dict[str, np.ndarray], source: str) -> AvatarMode
         faces=np.asarray(arrays["f"]).astype(np.int32) if np.asarray(arrays["f"]).dtype.kind in "iu" else np.asarray(arrays["f"]),
         joint_regressor=np.asarray(arrays["J_regressor"], np.float32),
         skin_weights=np.asarray(arrays["weights"], np.float32),
-        shape_dirs=np.ascontiguousarray(shapedirs[:, :, :num_betas], np.float32),
-        expr_dirs=np.ascontiguousarray(expr_dirs, np.float32),
+        shape_dirs=shape_dirs,
+        expr_dirs=expr_dirs,
         pose_dirs=None if posedirs is None else np.asarray(posedirs, np.float32),
         materials=materials,
         has_arkit_expressions=ours,

@@ -130,3 +130,39 @@ def test_pickle_with_foreign_classes_is_refused(tmp_path):
     path.write_bytes(pickle.dumps({"v_template": types.SimpleNamespace(a=1)}))
     with pytest.raises(AvatarFormatError, match="refusing to load class"):
         load_avatar(path)
+
+
+def test_the_default_avatar_loads_in_the_memory_of_the_arrays_it_keeps():
+    import tracemalloc
+
+    from studio.avatar.io import default_avatar_path
+
+    tracemalloc.start()
+    try:
+        avatar = load_avatar(default_avatar_path())
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    kept = sum(value.nbytes for value in vars(avatar).values() if isinstance(value, np.ndarray))
+    # before: the file's 400 shape columns and 486 zero pose correctives read whole (389 MB traced for 40 MB kept)
+    assert peak < 2.5 * kept, f"{peak / 1e6:.0f} MB traced to keep {kept / 1e6:.0f} MB"
+    full = np.load(default_avatar_path())["shapedirs"]
+    assert np.array_equal(avatar.shape_dirs, full[:, :, :10]) and np.array_equal(avatar.expr_dirs, full[:, :, 300:352])
+    assert avatar.pose_dirs is None  # the correctives are all zero
+
+
+def test_a_damaged_shape_array_is_refused_naming_the_file_and_the_array(tmp_path, synthetic_avatar):
+    import zipfile
+
+    path = _write_npz(tmp_path / "damaged.npz", smplx_arrays(synthetic_avatar))
+    with zipfile.ZipFile(path) as archive:
+        member = archive.getinfo("shapedirs.npy")
+    data = bytearray(path.read_bytes())
+    name_length, extra_length = int.from_bytes(data[member.header_offset + 26:member.header_offset + 28], "little"), \
+        int.from_bytes(data[member.header_offset + 28:member.header_offset + 30], "little")
+    data[member.header_offset + 30 + name_length + extra_length + member.file_size // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    before = path.read_bytes()
+    with pytest.raises(AvatarFormatError, match="its 'shapedirs' array is damaged") as error:
+        load_avatar(path)
+    assert str(path) in str(error.value) and path.read_bytes() == before
