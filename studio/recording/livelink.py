@@ -10,11 +10,12 @@ head joints together.
 from __future__ import annotations
 
 import csv
-import io
 import math
 import os
 import re
-from collections.abc import Iterable
+from array import array
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
@@ -34,6 +35,7 @@ ROTATION_COLUMNS = ("HeadYaw", "HeadPitch", "HeadRoll", "LeftEyeYaw", "LeftEyePi
 HEADER = ("Timecode", "BlendShapeCount") + BLENDSHAPE_COLUMNS + ROTATION_COLUMNS
 SHAPE_COUNT = NUM_ARKIT + len(ROTATION_COLUMNS)  # 61, as the app writes it
 STANDARD_RATES = (24.0, 25.0, 30.0, 48.0, 50.0, 60.0, 100.0, 120.0)
+_BLOCK_ROWS = 256  # rows converted to frames at once
 _TIMECODE = re.compile(r"^(\d{1,2}):(\d{2}):(\d{2}):(\d{1,3})(?:\.(\d{1,3}))?$")
 _NECK, _HEAD = JOINT_INDEX["neck"], JOINT_INDEX["head"]
 _EYES = (JOINT_INDEX["left_eye_smplhf"], JOINT_INDEX["right_eye_smplhf"])
@@ -71,31 +73,66 @@ def write_livelink_csv(frames: Iterable[FrameState], path: str | os.PathLike, fp
     return Path(path)
 
 
-def parse_timecode(text: str, fps: float) -> float:
-    match = _TIMECODE.match(text.strip())
-    if not match:
-        raise ValueError(f"timecode {text!r} is not HH:MM:SS:FF.mmm")
-    hours, minutes, seconds, frame = (int(g) for g in match.groups()[:4])
-    fraction = int((match.group(5) or "0").ljust(3, "0"))
-    return hours * 3600 + minutes * 60 + seconds + (frame + fraction / 1000.0) / fps
+@dataclass
+class LiveLinkCsv:
+    """A Live Link Face CSV checked from end to end (`check_livelink_csv`); `frames()` reads it again as it goes.
 
-
-def read_livelink_csv(path: str | os.PathLike, fps: float | None = None) -> tuple[list[FrameState], float]:
-    """(frames stamped from 0 s, frame rate) of a Live Link Face CSV; LiveLinkFormatError says what is wrong.
-
-    The frame rate is not in the file: it is the largest frame number in a second plus one, rounded up
-    to a standard rate, unless given.
+    Only each row's time is kept between the two passes (8 bytes a row), so importing an hour costs what a
+    minute does, and every error is found before a take is written.
     """
-    path = Path(path)
+
+    path: Path
+    fps: float
+    times: np.ndarray  # each data row's time from the first, seconds
+
+    def frames(self) -> Iterator[FrameState]:
+        """The rows as frames stamped from 0 s, in file order, converted a block of rows at a time."""
+        block: list[list[str]] = []
+        first = 0
+        for _line, row in _data_rows(self.path):
+            block.append(row)
+            if len(block) == _BLOCK_ROWS:
+                yield from self._frames(block, first)
+                first, block = first + len(block), []
+        yield from self._frames(block, first)
+
+    def _frames(self, rows: list[list[str]], first: int) -> Iterator[FrameState]:
+        if not rows:
+            return
+        values = np.array([row[2:] for row in rows], np.float64)
+        weights = np.clip(values[:, :NUM_ARKIT], 0.0, 1.0)
+        head, left, right = (matrix_to_rotvec(euler_to_matrix(values[:, NUM_ARKIT + 3 * k:NUM_ARKIT + 3 * k + 3], "yxz"))
+                             for k in range(3))
+        rest = relaxed_rest_pose()
+        rest[_NECK] = 0.0
+        for k in range(len(rows)):
+            pose = rest.copy()
+            pose[_HEAD], pose[_EYES[0]], pose[_EYES[1]] = head[k], left[k], right[k]
+            yield FrameState(media_time_s=float(self.times[first + k]), arkit=weights[k], pose=pose, sequence=first + k)
+
+
+def _data_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
+    """(line number, cells) of each non-blank row after the header, read a line at a time."""
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        with open(path, encoding="utf-8-sig", newline="") as handle:
+            reader = csv.reader(handle)
+            next(reader, None)
+            for row in reader:
+                if any(cell.strip() for cell in row):
+                    yield reader.line_num, row
     except UnicodeDecodeError:
         raise LiveLinkFormatError(f"{path}: not a text CSV (not UTF-8)") from None
-    rows = list(csv.reader(io.StringIO(text)))
-    rows = [row for row in rows if any(cell.strip() for cell in row)]
-    if not rows:
+
+
+def _check_header(path: Path) -> None:
+    try:
+        with open(path, encoding="utf-8-sig", newline="") as handle:
+            header = next((row for row in csv.reader(handle) if any(cell.strip() for cell in row)), None)
+    except UnicodeDecodeError:
+        raise LiveLinkFormatError(f"{path}: not a text CSV (not UTF-8)") from None
+    if header is None:
         raise LiveLinkFormatError(f"{path}: the file is empty")
-    header = tuple(cell.strip() for cell in rows[0])
+    header = tuple(cell.strip() for cell in header)
     if header[:2] != HEADER[:2]:
         raise LiveLinkFormatError(f"{path}: not a Live Link Face CSV: the first columns are {list(header[:2])}, "
                                   f"expected ['Timecode', 'BlendShapeCount']")
@@ -107,49 +144,53 @@ def read_livelink_csv(path: str | os.PathLike, fps: float | None = None) -> tupl
             raise LiveLinkFormatError(f"{path}: column {k + 1} is {header[k]!r}; Live Link Face has {expected!r} there")
     if len(header) > len(HEADER):
         raise LiveLinkFormatError(f"{path}: header has {len(header) - len(HEADER)} extra column(s) after RightEyeRoll")
-    if len(rows) < 2:
+
+
+def _check_values(path: Path, number: int, row: list[str]) -> None:
+    if len(row) != len(HEADER):
+        raise LiveLinkFormatError(f"{path}: line {number} has {len(row)} values; expected {len(HEADER)}")
+    for k, cell in enumerate(row[2:]):
+        try:
+            value = float(cell)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value):
+            raise LiveLinkFormatError(f"{path}: line {number}, column {HEADER[k + 2]}: {cell!r} is not a number")
+
+
+def check_livelink_csv(path: str | os.PathLike, fps: float | None = None) -> LiveLinkCsv:
+    """Read the CSV once, a row at a time, and say what is wrong (LiveLinkFormatError) before anything is made of it.
+
+    The frame rate is not in the file: it is the largest frame number in a second plus one, rounded up
+    to a standard rate, unless given.
+    """
+    path = Path(path)
+    _check_header(path)
+    codes = array("l")  # hours, minutes, seconds, frame, milliseconds of each row
+    lines = array("l")
+    for number, row in _data_rows(path):
+        _check_values(path, number, row)
+        match = _TIMECODE.match(row[0].strip())
+        if not match:
+            raise LiveLinkFormatError(f"{path}: line {number}: timecode {row[0]!r} is not HH:MM:SS:FF.mmm")
+        codes.extend(int(g) for g in match.groups()[:4])
+        codes.append(int((match.group(5) or "0").ljust(3, "0")))
+        lines.append(number)
+    if not lines:
         raise LiveLinkFormatError(f"{path}: no data rows after the header")
-    timecodes, values = [], np.empty((len(rows) - 1, len(HEADER) - 2))
-    for number, row in enumerate(rows[1:], start=2):
-        if len(row) != len(HEADER):
-            raise LiveLinkFormatError(f"{path}: line {number} has {len(row)} values; expected {len(HEADER)}")
-        timecodes.append(row[0])
-        for k, cell in enumerate(row[2:]):
-            try:
-                value = float(cell)
-            except ValueError:
-                value = math.nan
-            if not math.isfinite(value):
-                raise LiveLinkFormatError(f"{path}: line {number}, column {HEADER[k + 2]}: {cell!r} is not a number")
-            values[number - 2, k] = value
+    parts = np.array(codes, np.float64).reshape(-1, 5)
     if fps is None:
-        frame_numbers = []
-        for number, code in enumerate(timecodes, start=2):
-            match = _TIMECODE.match(code.strip())
-            if not match:
-                raise LiveLinkFormatError(f"{path}: line {number}: timecode {code!r} is not HH:MM:SS:FF.mmm")
-            frame_numbers.append(int(match.group(4)))
-        fastest = max(frame_numbers) + 1
+        fastest = int(parts[:, 3].max()) + 1
         fps = next((rate for rate in STANDARD_RATES if rate >= fastest), float(fastest))
-    try:
-        times = np.array([parse_timecode(code, fps) for code in timecodes])
-    except ValueError as error:
-        raise LiveLinkFormatError(f"{path}: {error}") from None
+    times = parts[:, 0] * 3600 + parts[:, 1] * 60 + parts[:, 2] + (parts[:, 3] + parts[:, 4] / 1000.0) / fps
     if np.any(np.diff(times) <= 0):
-        at = int(np.flatnonzero(np.diff(times) <= 0)[0]) + 3
-        raise LiveLinkFormatError(f"{path}: line {at}: timecode {timecodes[at - 2]!r} does not come after the line before")
-    times -= times[0]
-    weights = np.clip(values[:, :NUM_ARKIT], 0.0, 1.0)
-    head = euler_to_matrix(values[:, NUM_ARKIT:NUM_ARKIT + 3], "yxz")
-    left = euler_to_matrix(values[:, NUM_ARKIT + 3:NUM_ARKIT + 6], "yxz")
-    right = euler_to_matrix(values[:, NUM_ARKIT + 6:NUM_ARKIT + 9], "yxz")
-    rest = relaxed_rest_pose()
-    rest[_NECK] = 0.0
-    frames = []
-    for k in range(len(times)):
-        pose = rest.copy()
-        pose[_HEAD] = matrix_to_rotvec(head[k])[0]
-        pose[_EYES[0]] = matrix_to_rotvec(left[k])[0]
-        pose[_EYES[1]] = matrix_to_rotvec(right[k])[0]
-        frames.append(FrameState(media_time_s=float(times[k]), arkit=weights[k], pose=pose, sequence=k))
-    return frames, float(fps)
+        line = lines[int(np.flatnonzero(np.diff(times) <= 0)[0]) + 1]
+        code = next(row[0] for number, row in _data_rows(path) if number == line)
+        raise LiveLinkFormatError(f"{path}: line {line}: timecode {code!r} does not come after the line before")
+    return LiveLinkCsv(path, float(fps), times - times[0])
+
+
+def read_livelink_csv(path: str | os.PathLike, fps: float | None = None) -> tuple[list[FrameState], float]:
+    """(frames stamped from 0 s, frame rate) of a Live Link Face CSV; LiveLinkFormatError says what is wrong."""
+    checked = check_livelink_csv(path, fps)
+    return list(checked.frames()), checked.fps

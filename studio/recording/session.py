@@ -81,7 +81,7 @@ def record_offline(folder: str | os.PathLike, avatar: AvatarModel, persona, pres
     expression gains and caps applied); the audio is the input at the engine's analysis rate.
     """
     from studio.engine import offline
-    from studio.engine.sources import ENGINE_RATE, AudioInputError, resample_clip
+    from studio.engine.sources import ENGINE_RATE, resample_clip
 
     fps = float(fps or preset.render.fps)
     style = persona.motion_style()
@@ -100,9 +100,16 @@ def record_offline(folder: str | os.PathLike, avatar: AvatarModel, persona, pres
     layer = ExpressionLayer(*persona.style.weight_arrays(), name=persona.name)
     frames = (f.replace(arkit=layer.apply(f.arkit), expression=layer.name) for f in frames)
     manifest = take_manifest(persona.name, preset.name, avatar, ENGINE_RATE, fps, source="offline")
+    return _write_whole_or_nothing(folder, manifest, frames, audio, events)
+
+
+def _write_whole_or_nothing(folder: str | os.PathLike, manifest: dict, frames: Iterable[FrameState],
+                            audio: Iterable[tuple[float, np.ndarray]] | np.ndarray | None, events: list[dict]) -> Take:
+    """`write_take` into a new folder from inputs read as it writes; an input found damaged part-way (an
+    AudioInputError or LiveLinkFormatError, both ValueErrors) leaves no half take behind."""
     try:
         return write_take(folder, manifest, frames, audio, events)
-    except AudioInputError:  # the file is damaged part-way: no half take of it is left behind
+    except ValueError:
         for name in (MANIFEST, FRAMES, AUDIO, EVENTS, LOCK):
             (Path(folder) / name).unlink(missing_ok=True)
         raise
@@ -121,20 +128,17 @@ def _timed_chunks(chunks: Iterable[np.ndarray]) -> Iterator[tuple[float, np.ndar
 def import_livelink(csv_path: str | os.PathLike, folder: str | os.PathLike, avatar: AvatarModel,
                     audio_path: str | None = None, persona: str = "default", preset: str = "default",
                     fps: float | None = None) -> Take:
-    """A Live Link Face CSV (and its audio file, when given) as a new take."""
-    from studio.engine.sources import ENGINE_RATE, load_audio, resample_clip
-    from studio.recording.livelink import read_livelink_csv
+    """A Live Link Face CSV (and its audio file, when given) as a new take, both read as they are written."""
+    from studio.engine import offline
+    from studio.engine.sources import ENGINE_RATE
+    from studio.recording.livelink import check_livelink_csv
 
-    frames, rate_fps = read_livelink_csv(csv_path, fps)
-    audio = None
-    if audio_path is not None:
-        samples, rate = load_audio(audio_path)
-        mono = samples.mean(axis=1) if samples.ndim == 2 else samples
-        audio = resample_clip(np.asarray(mono, np.float32), rate, ENGINE_RATE) if rate != ENGINE_RATE else mono
-    manifest = take_manifest(persona, preset, avatar, ENGINE_RATE, rate_fps, source="livelink-csv",
+    checked = check_livelink_csv(csv_path, fps)  # every problem in the CSV is found before the take is begun
+    audio = _timed_chunks(offline.engine_chunks(str(audio_path))) if audio_path is not None else None
+    manifest = take_manifest(persona, preset, avatar, ENGINE_RATE, checked.fps, source="livelink-csv",
                              imported_from=str(Path(csv_path).name))
     events = [{"kind": "import", "media_time_s": 0.0, "file": str(Path(csv_path).name)}]
-    return write_take(folder, manifest, frames, audio, events)
+    return _write_whole_or_nothing(folder, manifest, checked.frames(), audio, events)
 
 
 def retargeter(recorded: str, to_persona) -> Callable[[FrameState], FrameState]:

@@ -79,6 +79,31 @@ def test_csv_not_in_live_link_layout_is_refused_with_the_reason(tmp_path, edit, 
     assert reason in str(caught.value) and "bad.csv" in str(caught.value)
 
 
+def test_importing_a_long_csv_with_its_audio_costs_the_memory_a_short_one_does(tmp_path, avatar):
+    import tracemalloc
+
+    import soundfile
+
+    peaks = {}
+    for seconds in (15, 120):
+        rng = np.random.default_rng(seconds)
+        frames = (FrameState(media_time_s=i / FPS, arkit=rng.random(52), pose=rng.normal(size=(55, 3)) * 0.4,
+                             sequence=i) for i in range(seconds * FPS))
+        write_livelink_csv(frames, tmp_path / f"face{seconds}.csv", FPS)
+        soundfile.write(tmp_path / f"voice{seconds}.wav", 0.2 * np.sin(np.arange(seconds * 48000) * 0.01), 48000)
+        tracemalloc.start()
+        try:
+            take = import_livelink(tmp_path / f"face{seconds}.csv", tmp_path / f"take{seconds}", avatar,
+                                   str(tmp_path / f"voice{seconds}.wav"))
+            peaks[seconds] = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert len(take.frames) == seconds * FPS and take.duration_s == pytest.approx(seconds, abs=0.05)
+    # before: every row's text, every frame and the whole audio in memory (28.7 MB for 15 s, 204.4 MB for 120 s)
+    grown = (peaks[120] - peaks[15]) / 1e6
+    assert grown < 2.0, f"{peaks[15] / 1e6:.1f} MB for 15 s, {peaks[120] / 1e6:.1f} MB for 120 s"
+
+
 def test_bvh_parses_with_an_independent_reader_and_reproduces_joint_angles(tmp_path, avatar):
     from bvh import Bvh
 
