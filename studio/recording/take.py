@@ -292,6 +292,21 @@ class FrameScan:
                           np.array(self.times, np.float64), np.array(self.voice_activity, np.float32))
 
 
+_SCANNED = struct.Struct("<d8xd")  # media_time_s, (sequence), voice_activity: the start of FRAME_DTYPE
+
+
+def _scanned_fields(payload: bytes) -> tuple[float, float]:
+    """(media time, voice activity) of a record whose JSON part is what `decode_frame` reads; ValueError if not.
+
+    The scan of a 20-minute take checks 36,000 records: building each FrameState to drop it took 1.0 of 1.3 s.
+    """
+    media_time, voice_activity = _SCANNED.unpack_from(payload)
+    expression, timings = json.loads(payload[FRAME_DTYPE.itemsize:].decode("utf-8"))
+    if not isinstance(expression, str) or not isinstance(timings, dict):
+        raise ValueError("the record's JSON part is not [expression, timings]")
+    return media_time, voice_activity
+
+
 def scan_frames(path: Path) -> FrameScan:
     """Check every record of frames.bin, reading it a record at a time (no frame is kept in memory)."""
     scan = FrameScan(path)
@@ -335,14 +350,14 @@ def scan_frames(path: Path) -> FrameScan:
             try:
                 if zlib.crc32(payload) != crc:
                     raise ValueError("checksum mismatch")
-                frame = decode_frame(payload)
+                media_time, voice_activity = _scanned_fields(payload)
             except (ValueError, UnicodeDecodeError):
                 scan.corrupt.append(f"record {number} at byte {offset}")
             else:
                 scan.offsets.append(offset)
                 scan.lengths.append(length)
-                scan.times.append(frame.media_time_s)
-                scan.voice_activity.append(frame.voice_activity)
+                scan.times.append(media_time)
+                scan.voice_activity.append(voice_activity)
             offset = scan.good_bytes = end
     return scan
 
