@@ -85,6 +85,30 @@ def test_with_sound_the_position_is_the_audio_clock(tmp_path, avatar):
         player.close()
 
 
+def test_a_lost_output_device_leaves_the_pictures_playing_and_stops_the_sound_reader(tmp_path, avatar, monkeypatch):
+    from studio.engine.output import SpeakerOutput
+
+    take = _take(tmp_path, avatar, with_audio=True, seconds=15)
+    player = TakePlayer(take)
+    player.seek(2.0)
+    player.play()
+    try:
+        deadline = time.monotonic() + 10
+        while player._clip.heard is None and time.monotonic() < deadline:
+            player.position()
+            time.sleep(0.01)
+        reader = player._clip._thread
+        monkeypatch.setattr(SpeakerOutput, "check", lambda self: False)  # the device vanished
+        lost_at = player.position()
+        assert player._clip is None and "audio output lost" in player.silent_reason
+        reader.join(timeout=5.0)
+        assert not reader.is_alive()  # it would wait for the gone device forever, holding audio.wav open
+        time.sleep(0.2)
+        assert player.state == "playing" and player.position() >= lost_at + 0.15  # the monotonic clock paces it
+    finally:
+        player.close()
+
+
 def test_playing_a_long_take_costs_the_memory_a_short_one_does(tmp_path, avatar):
     peaks = {}
     for seconds in (15, 120):
