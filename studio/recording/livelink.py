@@ -99,7 +99,12 @@ class LiveLinkCsv:
     def _frames(self, rows: list[list[str]], first: int) -> Iterator[FrameState]:
         if not rows:
             return
-        values = np.array([row[2:] for row in rows], np.float64)
+        try:
+            if first + len(rows) > len(self.times):
+                raise ValueError("more rows")
+            values = np.array([row[2:] for row in rows], np.float64)
+        except ValueError:
+            raise LiveLinkFormatError(f"{self.path}: the file changed after it was checked") from None
         weights = np.clip(values[:, :NUM_ARKIT], 0.0, 1.0)
         head, left, right = (matrix_to_rotvec(euler_to_matrix(values[:, NUM_ARKIT + 3 * k:NUM_ARKIT + 3 * k + 3], "yxz"))
                              for k in range(3))
@@ -116,10 +121,9 @@ def _data_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
     try:
         with open(path, encoding="utf-8-sig", newline="") as handle:
             reader = csv.reader(handle)
-            next(reader, None)
-            for row in reader:
-                if any(cell.strip() for cell in row):
-                    yield reader.line_num, row
+            rows = ((reader.line_num, row) for row in reader if any(cell.strip() for cell in row))
+            next(rows, None)  # the header
+            yield from rows
     except UnicodeDecodeError:
         raise LiveLinkFormatError(f"{path}: not a text CSV (not UTF-8)") from None
 

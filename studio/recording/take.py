@@ -16,6 +16,8 @@ A take is a folder holding
 Data written is flushed to the operating system each `FLUSH_INTERVAL_S`, so a killed recorder loses at
 most that much; `repair_take` trims a half-written tail and marks the take `recovered`.
 Reading never plays a damaged take silently: `open_take` raises `TakeError` listing every problem.
+An opened take keeps only an index in memory; its frames (`TakeFrames`) and audio (`TakeAudio`) are read
+from the files as they are played or exported, so a take of hours costs what a minute does.
 """
 
 from __future__ import annotations

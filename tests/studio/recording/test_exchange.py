@@ -59,6 +59,14 @@ def test_csv_is_live_link_face_layout_and_reimports_within_1e4(tmp_path, avatar)
     assert max(float(np.abs(a.arkit - b.arkit).max()) for a, b in zip(frames, take.frames)) < 1e-4
 
 
+def test_blank_lines_anywhere_in_a_csv_are_skipped(tmp_path):
+    write_livelink_csv(_frames(10), tmp_path / "good.csv", FPS)
+    lines = (tmp_path / "good.csv").read_text().splitlines()
+    (tmp_path / "spaced.csv").write_text("\n\n" + "\n\n".join(lines) + "\n\n")
+    good, spaced = read_livelink_csv(tmp_path / "good.csv", FPS)[0], read_livelink_csv(tmp_path / "spaced.csv", FPS)[0]
+    assert len(spaced) == 10 and all(np.array_equal(a.arkit, b.arkit) for a, b in zip(good, spaced))
+
+
 @pytest.mark.parametrize("edit, reason", [
     (lambda rows: [["time", "a", "b"]] + rows[1:], "first columns are ['time', 'a'], expected ['Timecode', 'BlendShapeCount']"),
     (lambda rows: [rows[0][:30]] + [r[:30] for r in rows[1:]], "header has 30 columns; Live Link Face has 63"),
