@@ -116,24 +116,24 @@ class LiveLinkCsv:
             yield FrameState(media_time_s=float(self.times[first + k]), arkit=weights[k], pose=pose, sequence=first + k)
 
 
-def _data_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
-    """(line number, cells) of each non-blank row after the header, read a line at a time."""
+def _rows(path: Path) -> Iterator[tuple[int, list[str]]]:
+    """(line number, cells) of each non-blank row, the header first, read a line at a time."""
     try:
         with open(path, encoding="utf-8-sig", newline="") as handle:
             reader = csv.reader(handle)
-            rows = ((reader.line_num, row) for row in reader if any(cell.strip() for cell in row))
-            next(rows, None)  # the header
-            yield from rows
+            yield from ((reader.line_num, row) for row in reader if any(cell.strip() for cell in row))
     except UnicodeDecodeError:
         raise LiveLinkFormatError(f"{path}: not a text CSV (not UTF-8)") from None
+
+
+def _data_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
+    rows = _rows(path)
+    next(rows, None)  # the header
+    return rows
 
 
 def _check_header(path: Path) -> None:
-    try:
-        with open(path, encoding="utf-8-sig", newline="") as handle:
-            header = next((row for row in csv.reader(handle) if any(cell.strip() for cell in row)), None)
-    except UnicodeDecodeError:
-        raise LiveLinkFormatError(f"{path}: not a text CSV (not UTF-8)") from None
+    _line, header = next(_rows(path), (0, None))
     if header is None:
         raise LiveLinkFormatError(f"{path}: the file is empty")
     header = tuple(cell.strip() for cell in header)

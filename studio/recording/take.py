@@ -33,6 +33,7 @@ from array import array
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import cached_property
 from pathlib import Path
 from typing import overload
 
@@ -288,8 +289,9 @@ class FrameScan:
     tail: str | None = None  # a half-written last record
     header_error: str | None = None
 
-    @property
+    @cached_property
     def frames(self) -> TakeFrames:
+        """The good records as a lazy sequence (built once, when the scan is done)."""
         return TakeFrames(self.path, np.array(self.offsets, np.int64), np.array(self.lengths, np.int64),
                           np.array(self.times, np.float64), np.array(self.voice_activity, np.float32))
 
@@ -538,6 +540,12 @@ class Inspection:
     def problems(self) -> list[str]:
         return self.fatal + self.repairable
 
+    def take_audio(self) -> TakeAudio:
+        """The audio found, or none at the manifest's rate (a missing or unreadable audio.wav)."""
+        if self.audio is not None:
+            return self.audio
+        return TakeAudio(None, int((self.manifest or {}).get("sample_rate") or 16000))
+
 
 def lock_text() -> str:
     """What a recorder writes into the lock: its process id and that process's start time."""
@@ -641,8 +649,7 @@ def open_take(folder: str | os.PathLike) -> Take:
     found = inspect_take(folder)
     if found.problems:
         raise TakeError(folder, found.problems, repairable=not found.fatal)
-    audio = found.audio if found.audio is not None else TakeAudio(None, int(found.manifest.get("sample_rate") or 16000))
-    return Take(folder, found.manifest, found.scan.frames, audio, found.events)
+    return Take(folder, found.manifest, found.scan.frames, found.take_audio(), found.events)
 
 
 def repair_take(folder: str | os.PathLike) -> list[str]:
@@ -670,7 +677,7 @@ def repair_take(folder: str | os.PathLike) -> list[str]:
         done.append(f"kept {len(scan.frames)} frames"
                     + (f", dropped {len(scan.corrupt)} damaged record(s)" if scan.corrupt else "")
                     + (", cut a half-written last record" if scan.tail else ""))
-    audio = found.audio if found.audio is not None else TakeAudio(None, int(manifest.get("sample_rate") or 16000))
+    audio = found.take_audio()
     rate = audio.sample_rate
     audio_path = folder / AUDIO
     if not audio_path.is_file() or read_wav_info(audio_path).problem:
