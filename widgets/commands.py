@@ -91,7 +91,7 @@ def _speech_frames(args: argparse.Namespace, persona: Persona):
         from studio.engine.audio_file import AudioFileStream
 
         audio = AudioFileStream(args.audio)  # streamed twice, in bounded chunks: analysed and muxed as frames go
-        return offline.stream_frames(args.audio, fps=args.fps, style=style), audio
+        return offline.stream_frames(offline.analysis_stream(args.audio), fps=args.fps, style=style), audio
     if args.text is not None or args.cue is not None:
         text = args.text
         if args.cue is not None:
@@ -140,6 +140,8 @@ def render_command(args: argparse.Namespace) -> int:
         return _fail(str(error))
     count = written["frames"]
     print(f"wrote {args.out}: {count} frames, {count / args.fps:.2f} s, in {time.perf_counter() - started:.1f} s")
+    if getattr(audio, "cut_short", None):
+        print(f"render: note: {audio.cut_short}", file=sys.stderr)
     return 0
 
 

@@ -11,6 +11,11 @@ two seconds at a time: converting every packet through PyAV's libswresample and 
 48 kHz WAV cost 286 ms of CPU where this takes 188 (best of eight each), a third of it in `lipsync`'s
 start-to-end time. More channels than two are mixed to stereo by libswresample first (its matrix knows
 which channel is the centre and which the LFE).
+
+A file that holds less sound than it states (a WAV's data size, FLAC's sample count; FFmpeg itself reports
+only what is there) or whose last packets will not decode was cut off: its sound is used up to the cut and
+`cut_short` says so, for `lipsync`, `render` and the studio's status line to pass on. Before, a FLAC cut inside
+a packet was refused whole ("stops decoding after 0.0 s") and a cut WAV gave a short output without a word.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import numpy as np
 from studio.engine.sources import AudioInputError, not_audio
 
 CHUNK_S = 0.5
+SHORTFALL_S = 0.1  # sound ending this much (or 1 %) before the header's length is a file cut off
 
 
 class AudioFileStream:
@@ -39,7 +45,13 @@ class AudioFileStream:
             raise AudioInputError(f"{self.path}: not a file")
         if self.path.stat().st_size == 0:
             raise AudioInputError(f"{self.path}: the file is empty")
-        self.sample_rate, self.channels, self.duration_s = self._probe()
+        self.sample_rate, self.channels, self.duration_s, flac_stated_s = self._probe()
+        # a length the file states exactly (WAV's data size, FLAC's sample count), not one FFmpeg guessed from the
+        # bit rate (an MP3 without a Xing header): only that can tell a file that was cut off
+        wav_stated_s = _wav_stated_s(self.path)
+        self._wav_stated = wav_stated_s is not None
+        self.stated_s = wav_stated_s or flac_stated_s
+        self.cut_short: str | None = None  # set by each whole decode: the sound ends early (see `_shortfall`)
 
     def _open(self):
         try:
@@ -55,7 +67,7 @@ class AudioFileStream:
             raise not_audio(self.path, "holds no audio (a video or data file without sound)")
         return container
 
-    def _probe(self) -> tuple[int, int, float | None]:
+    def _probe(self) -> tuple[int, int, float | None, float | None]:
         container = self._open()
         with container:
             stream = container.streams.audio[0]
@@ -63,9 +75,10 @@ class AudioFileStream:
             channels = int(stream.channels or 0)
             if rate <= 0 or not 1 <= channels <= 64:
                 raise AudioInputError(f"{self.path}: invalid audio stream ({rate} Hz, {channels} channels)")
-            duration = None
+            duration = stated = None
             if stream.duration is not None and stream.time_base is not None:
                 duration = float(stream.duration * stream.time_base)
+                stated = duration if container.format.name == "flac" else None  # STREAMINFO's count of samples
             elif container.duration:
                 duration = container.duration / 1_000_000
             try:
@@ -74,7 +87,7 @@ class AudioFileStream:
                 raise not_audio(self.path, "is damaged or not audio: its first sound cannot be decoded") from None
             if first is None:
                 raise AudioInputError(f"{self.path}: contains no audio samples (truncated or empty)")
-        return rate, channels, duration
+        return rate, channels, duration, stated
 
     def chunks(self, rate: int | None = None, channels: int = 1) -> Iterator[np.ndarray]:
         """float32 chunks, (frames, channels), at `rate` (default the file's own), ≤ chunk_s seconds each.
@@ -93,9 +106,10 @@ class AudioFileStream:
         produced = 0
         with self._open() as container:
             stream = container.streams.audio[0]
+            decoded = _Decoded(container, stream)
             to_rate = None
             try:
-                for file_rate, samples in _float_blocks(_frames(container, stream), channels, self.path):
+                for file_rate, samples in _float_blocks(decoded, channels, self.path):
                     to_rate = to_rate or RateConverter(file_rate, rate, channels)
                     resampled = to_rate.push(samples)
                     if len(resampled):
@@ -110,8 +124,8 @@ class AudioFileStream:
                     held += len(pending[-1])
             except AudioInputError:
                 raise
-            except Exception:  # the file is damaged part-way through
-                at = produced / rate
+            except Exception:  # the file is damaged part-way through: its sound goes on after the damage
+                at = decoded.decoded_s
                 raise AudioInputError(f"{self.path} is damaged: its audio stops decoding after {at:.1f} s") from None
         while held:
             out, pending, held = _take(pending, held, limit)
@@ -119,6 +133,21 @@ class AudioFileStream:
             yield self._finish(out)
         if produced == 0:
             raise AudioInputError(f"{self.path}: contains no audio samples (truncated or empty)")
+        self.cut_short = self._shortfall(decoded)
+
+    def _shortfall(self, decoded: _Decoded) -> str | None:
+        """What a user should know of a file that holds less sound than its header states. Cut off (a download or
+        recording that stopped): every sound before the cut is used and the lips stay in time. Damaged part-way
+        in a way the decoder skips (FLAC resynchronises, dropping frames): the lips after the damage run early."""
+        stated, name = self.stated_s, self.path.name
+        if stated is None or decoded.decoded_s >= stated - max(SHORTFALL_S, 0.01 * stated):
+            return (f"{name}: its sound stops decoding at {decoded.decoded_s:.2f} s (what follows is damaged or cut "
+                    "off); the sound before it is used") if decoded.failed_at_end else None
+        held = f"{decoded.decoded_s:.2f} s of the {stated:.2f} s its header states"
+        if decoded.failed_at_end or self._wav_stated:  # a WAV's samples all decode: less of them is a shorter file
+            return f"{name} ends early: it holds {held} (the file was cut off); the rest is missing"
+        return (f"{name} is damaged part-way: it decodes to {held}, so the lips after the damage run up to "
+                f"{stated - decoded.decoded_s:.2f} s early; repair or re-export the file")
 
     def _finish(self, samples: np.ndarray) -> np.ndarray:
         if not np.all(np.isfinite(samples)):
@@ -126,10 +155,59 @@ class AudioFileStream:
         return np.clip(samples, -1.0, 1.0).astype(np.float32, copy=False)
 
 
-def _frames(container, stream):
-    """Decoded frames packet by packet; the demuxer's final empty packet drains the decoder."""
-    for packet in container.demux(stream):
-        yield from packet.decode()
+class _Decoded:
+    """Decoded frames packet by packet (the demuxer's final empty packet drains the decoder), counting the seconds.
+
+    A packet that will not decode is damage when sound decodes after it (`chunks` refuses the file) and the cut-off
+    end of the file when nothing does: a FLAC or WAV copied or recorded only in part ends inside a packet, and
+    everything before it is good sound (`failed_at_end`).
+    """
+
+    def __init__(self, container, stream) -> None:
+        self.container, self.stream = container, stream
+        self.decoded_s = 0.0
+        self.failed_at_end = False
+
+    def __iter__(self):
+        import av
+
+        failed = None
+        for packet in self.container.demux(self.stream):
+            try:
+                frames = packet.decode()
+            except av.FFmpegError as error:
+                failed = failed or error
+                continue
+            if failed is not None and frames and packet.size:
+                raise failed
+            for frame in frames:
+                self.decoded_s += frame.samples / frame.sample_rate
+                yield frame
+        self.failed_at_end = failed is not None
+
+
+def _wav_stated_s(path: Path) -> float | None:
+    """The length a WAV's header states (FFmpeg reports the length of what is there instead), or None: not a
+    WAV, or a header written before its length was known (0 or the 4 GB placeholder of a live writer)."""
+    try:
+        with path.open("rb") as file:
+            head = file.read(4096)
+    except OSError:
+        return None
+    if len(head) < 12 or head[:4] != b"RIFF" or head[8:12] != b"WAVE":
+        return None
+    at, block_align, rate = 12, 0, 0
+    while at + 8 <= len(head):
+        name, size = head[at:at + 4], int.from_bytes(head[at + 4:at + 8], "little")
+        if name == b"fmt " and at + 24 <= len(head):
+            rate = int.from_bytes(head[at + 12:at + 16], "little")
+            block_align = int.from_bytes(head[at + 20:at + 22], "little")
+        if name == b"data":
+            if not block_align or not rate or size in (0, 0xFFFFFFFF):
+                return None
+            return size / block_align / rate
+        at += 8 + size + (size & 1)
+    return None
 
 
 _SAMPLE_TYPES = {"u8": np.uint8, "s16": np.int16, "s32": np.int32, "s64": np.int64, "flt": np.float32,

@@ -70,14 +70,23 @@ def _array_chunks(audio, sample_rate: int | None) -> Iterator[np.ndarray]:
 
 
 def engine_chunks(path_or_array, sample_rate: int | None = None) -> Iterator[np.ndarray]:
-    """A file (decoded in bounded chunks) or an array, as float32 mono chunks at ENGINE_RATE."""
-    if isinstance(path_or_array, (str, Path)):
-        from studio.engine.audio_file import AudioFileStream
+    """A file (a path, or an `AudioFileStream` to read its `cut_short` afterwards; decoded in bounded chunks) or an
+    array, as float32 mono chunks at ENGINE_RATE."""
+    from studio.engine.audio_file import AudioFileStream
 
-        # probes now: a bad file fails before any work; 5 s chunks (80,000 samples) spread the per-chunk cost thin
-        stream = AudioFileStream(path_or_array, chunk_s=ANALYSIS_CHUNK_S)
-        return (chunk[:, 0] for chunk in stream.chunks(rate=ENGINE_RATE, channels=1))
+    if isinstance(path_or_array, (str, Path)):
+        path_or_array = analysis_stream(path_or_array)
+    if isinstance(path_or_array, AudioFileStream):
+        return (chunk[:, 0] for chunk in path_or_array.chunks(rate=ENGINE_RATE, channels=1))
     return _array_chunks(path_or_array, sample_rate)
+
+
+def analysis_stream(path: str | Path):
+    """The file probed now (a bad file fails before any work), to be read in 5 s chunks (80,000 samples spread the
+    per-chunk cost thin)."""
+    from studio.engine.audio_file import AudioFileStream
+
+    return AudioFileStream(path, chunk_s=ANALYSIS_CHUNK_S)
 
 
 @dataclass
@@ -466,7 +475,8 @@ def lipsync_command(audio: str, out: str, fps: float = 60, style: MotionStyle | 
     """
     try:
         fps = _check_fps(fps)
-        rows = write_arkit_csv_blocks(stream_frame_blocks(audio, fps=fps, style=style, face_only=True), out, fps)
+        stream = analysis_stream(audio)
+        rows = write_arkit_csv_blocks(stream_frame_blocks(stream, fps=fps, style=style, face_only=True), out, fps)
     except (ValueError, OSError) as error:
         print(f"lipsync: {error}", file=sys.stderr)
         return 2
@@ -474,4 +484,6 @@ def lipsync_command(audio: str, out: str, fps: float = 60, style: MotionStyle | 
         print(f"lipsync: {type(error).__name__}: {error}", file=sys.stderr)
         return 1
     print(f"lipsync: wrote {rows} frame{'' if rows == 1 else 's'} at {fps:g} fps to {out}")
+    if stream.cut_short:
+        print(f"lipsync: note: {stream.cut_short}", file=sys.stderr)
     return 0

@@ -517,6 +517,12 @@ class FileSource(_PlayedAudio):
         return self.stream.duration_s if self.streamed else super().duration_s
 
     @property
+    def status(self) -> str:
+        """Also says when the file ends early (known once it is decoded to its end: at once for a short file)."""
+        status = super().status
+        return f"{status}; {self.stream.cut_short}" if self.stream.cut_short and not self.error else status
+
+    @property
     def finished(self) -> bool:
         return self._exhausted and self._read >= self._decoded if self.streamed else super().finished
 

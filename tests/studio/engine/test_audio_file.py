@@ -89,9 +89,9 @@ def test_a_file_damaged_part_way_fails_with_its_name_and_leaves_no_output(tmp_pa
     damaged.write_bytes(bytes(data))
     out = tmp_path / "damaged.csv"
     code = lipsync_command(str(damaged), str(out), 30)
-    if code == 0:  # FFmpeg resynchronises on MP3 garbage: the undamaged part must then be there
+    if code == 0:  # FFmpeg resynchronises on MP3 garbage: the undamaged part must then be there, and a note
         rows = list(csv.reader(out.open()))
-        assert len(rows) > 30
+        assert len(rows) > 30 and "damaged.mp3: its sound stops decoding at" in capsys.readouterr().err
     else:
         assert code == 2 and "damaged.mp3" in capsys.readouterr().err and not out.exists()
     header_only = tmp_path / "header.wav"
@@ -100,6 +100,37 @@ def test_a_file_damaged_part_way_fails_with_its_name_and_leaves_no_output(tmp_pa
     assert lipsync_command(str(header_only), str(tmp_path / "h.csv"), 30) == 2
     error = capsys.readouterr().err.strip()
     assert "header.wav" in error and len(error.splitlines()) == 1 and not (tmp_path / "h.csv").exists()
+
+
+@pytest.mark.parametrize("suffix", ["wav", "flac"])
+def test_a_file_cut_off_gives_lips_for_the_sound_it_holds_and_says_it_ends_early(tmp_path, capsys, suffix):
+    whole = tmp_path / f"whole.{suffix}"
+    soundfile.write(whole, np.tile(_speech(SR), 2), SR)
+    stated = soundfile.info(whole).duration
+    assert lipsync_command(str(whole), str(tmp_path / "whole.csv"), 30) == 0
+    assert "note" not in capsys.readouterr().err
+    cut = tmp_path / f"cut.{suffix}"
+    cut.write_bytes(whole.read_bytes()[:whole.stat().st_size * 2 // 5])  # a download or recording that stopped
+    out = tmp_path / "cut.csv"
+    assert lipsync_command(str(cut), str(out), 30) == 0
+    note = capsys.readouterr().err
+    assert f"cut.{suffix} ends early" in note and f"of the {stated:.2f} s" in note and "cut off" in note
+    held_s = sum(len(chunk) for chunk in AudioFileStream(cut).chunks()) / SR
+    assert 0.1 * stated < held_s < 0.6 * stated  # FLAC packs the pauses tighter than the vowels
+    frames = len(list(csv.reader(out.open()))) - 1
+    assert held_s * 30 - 1 <= frames <= held_s * 30 + 1
+
+
+def test_a_flac_damaged_part_way_says_the_lips_after_the_damage_run_early(tmp_path, capsys):
+    path = tmp_path / "scratched.flac"
+    soundfile.write(path, np.tile(_speech(SR), 2), SR)
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2
+    data[middle:middle + 3000] = np.random.default_rng(0).integers(0, 256, 3000, np.uint8).tobytes()
+    path.write_bytes(bytes(data))
+    assert lipsync_command(str(path), str(tmp_path / "scratched.csv"), 30) == 0
+    note = capsys.readouterr().err
+    assert "scratched.flac is damaged part-way" in note and "run up to" in note
 
 
 def test_not_audio_is_refused_up_front(tmp_path):

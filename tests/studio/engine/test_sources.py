@@ -85,6 +85,15 @@ def test_bad_files_are_named_and_explained(tmp_path):
             FileSource(path)
 
 
+def test_a_file_cut_off_plays_what_it_holds_and_its_status_says_it_ends_early(tmp_path):
+    path = tmp_path / "cut.wav"
+    soundfile.write(path, vowel(2.0), ENGINE_RATE)
+    path.write_bytes(path.read_bytes()[:path.stat().st_size // 2])
+    source = FileSource(path, realtime=False)
+    assert abs(source.duration_s - 1.0) < 0.01
+    assert "cut.wav ends early" in source.status and "of the 2.00 s" in source.status
+
+
 def test_a_long_file_is_streamed_not_loaded(tmp_path, monkeypatch):
     monkeypatch.setattr(FileSource, "STREAM_OVER_S", 30.0)
     path = tmp_path / "long.wav"
