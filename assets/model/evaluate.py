@@ -274,8 +274,9 @@ class LiveEngine:
 
 
 def _predict(model, example) -> np.ndarray:
-    """(T, 52) at 100 fps for one example: a pipeline reads its audio, a model its features."""
-    if isinstance(model, (LipsyncPipeline, LiveEngine)):
+    """(T, 52) at 100 fps for one example: a pipeline (anything with `arkit(example)`: LipsyncPipeline, LiveEngine,
+    rhubarb.RhubarbOutput) reads its audio, a model its features."""
+    if callable(getattr(model, "arkit", None)):
         return model.arkit(example)
     return model.run_offline(example.features).arkit
 
