@@ -204,6 +204,7 @@ class MainWindow(QMainWindow):
         self.presets = PresetController(self)
         self.panels = StudioPanels(self, preset)
         self.engine.state_changed.connect(self._on_engine_state)
+        self.engine.notice.connect(self._show_notice)
         self._update_avatar_label()
         self._on_engine_state(self.engine.state)
         self.recording = RecordingController(self, recordings_root)
@@ -460,6 +461,9 @@ class MainWindow(QMainWindow):
 
     def stop_speech(self) -> None:
         self.engine.stop()
+
+    def _show_notice(self, text: str) -> None:
+        self.statusBar().showMessage(text, 15000)
 
     def _on_engine_state(self, state: str) -> None:
         self.source_label.setText(f"Source: {state.split(' — ')[0]}")  # the reason goes to a dialog, whole

@@ -328,6 +328,7 @@ class EngineController:
         self.state = "idle"
         self.unavailable_reason: str | None = None
         self.state_changed = Event()
+        self.notice = Event()  # (text): worth saying once, not an error (an audio file that ends early)
         self._source = None
         self.expression = None  # the expression stage every engine built here uses (the panels' mixer)
         self.plan = None  # the module plan switched to since start-up (preset panel)
@@ -407,7 +408,15 @@ class EngineController:
         engine.set_source(source)
         self._source = source
         self._set_state(description)
+        self._tell_cut_short(source)
         return True
+
+    def _tell_cut_short(self, source) -> None:
+        """A file that holds less sound than it states plays what it holds; the user hears why it stops early. A
+        short file is decoded when it is opened, a long one only when it has played to its end."""
+        note = getattr(getattr(source, "stream", None), "cut_short", None)
+        if note:
+            self.notice.emit(note)
 
     def start_microphone(self, device: str | int | None = None) -> bool:
         label = "microphone" if device is None else f"microphone {device}"
@@ -445,8 +454,10 @@ class EngineController:
             self._source = None
             self._set_state(self._idle_state(str(error)))
         elif self._source.finished:
-            self._source = None
+            finished, self._source = self._source, None
             self._set_state(self._idle_state())
+            if getattr(finished, "streamed", False):
+                self._tell_cut_short(finished)
         return self.state
 
     def microphone(self):

@@ -157,6 +157,32 @@ def test_engine_controller_reports_a_missing_audio_file_and_stays_idle(tmp_path)
     assert not controller.running
 
 
+def test_engine_controller_says_once_that_a_cut_off_file_ends_early(tmp_path, monkeypatch):
+    import time
+
+    import soundfile
+
+    from studio.engine.sources import FileSource
+
+    path = tmp_path / "cut.wav"
+    soundfile.write(path, np.zeros(16000, np.float32) + 0.01, 16000)
+    path.write_bytes(path.read_bytes()[:path.stat().st_size // 2])
+    controller, notices = EngineController(), []
+    controller.notice.connect(notices.append)
+    try:
+        assert controller.play_file(str(path)) is True  # short: decoded whole when opened, so said at once
+        assert len(notices) == 1 and "cut.wav ends early" in notices[0] and "of the 1.00 s" in notices[0]
+        controller.stop()
+        monkeypatch.setattr(FileSource, "STREAM_OVER_S", 0.1)  # long: streamed, so known when it has played out
+        assert controller.play_file(str(path)) is True and len(notices) == 1
+        deadline = time.monotonic() + 10.0
+        while controller.poll() != "idle" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert controller.state == "idle" and len(notices) == 2 and "cut.wav ends early" in notices[1]
+    finally:
+        controller.shutdown()
+
+
 def test_latency_model_takes_the_callers_cpu_load_when_no_engine_reports_one():
     model = LatencyModel()
     model.update(1.0, None, cpu_pct=37.5)
