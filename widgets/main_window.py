@@ -204,7 +204,7 @@ class MainWindow(QMainWindow):
         self.presets = PresetController(self)
         self.panels = StudioPanels(self, preset)
         self.engine.state_changed.connect(self._on_engine_state)
-        self.engine.notice.connect(self._show_notice)
+        self.engine.notice.connect(self.show_notice)
         self._update_avatar_label()
         self._on_engine_state(self.engine.state)
         self.recording = RecordingController(self, recordings_root)
@@ -462,7 +462,8 @@ class MainWindow(QMainWindow):
     def stop_speech(self) -> None:
         self.engine.stop()
 
-    def _show_notice(self, text: str) -> None:
+    def show_notice(self, text: str) -> None:
+        """Something the user should know that is no error (a status-bar message, no dialog)."""
         self.statusBar().showMessage(text, 15000)
 
     def _on_engine_state(self, state: str) -> None:

@@ -645,7 +645,7 @@ class RecordingController(QObject):
         folder = new_take_folder(self.root, Path(csv_path).stem)
         try:
             import_livelink(csv_path, folder, self.window.avatar, audio_path, persona=self.window.persona.name,
-                            preset=self._preset_name())
+                            preset=self._preset_name(), on_notice=self.window.show_notice)
         except (LiveLinkFormatError, AudioInputError, ValueError, OSError) as error:
             for child in folder.iterdir():
                 child.unlink()

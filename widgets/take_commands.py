@@ -58,7 +58,8 @@ def record_command(args: argparse.Namespace) -> int:
         persona = resolve_persona(args.persona)
         preset = resolve_preset(args.preset, persona)
         avatar = load_avatar(args.avatar or default_avatar_path())
-        take = record_offline(folder, avatar, persona, preset, audio_path=args.audio, text=args.text, fps=args.fps)
+        take = record_offline(folder, avatar, persona, preset, audio_path=args.audio, text=args.text, fps=args.fps,
+                              on_notice=lambda text: print(f"record: note: {text}", file=sys.stderr))
     except (AudioInputError, SpeechError, AvatarFormatError, ValueError) as error:  # a PresetError is a ValueError
         _remove_if_empty(folder)
         return _fail(str(error))

@@ -74,19 +74,23 @@ def _feed(recorder: TakeRecorder, queue: FrameQueue, frames: Iterator[FrameState
 
 
 def record_offline(folder: str | os.PathLike, avatar: AvatarModel, persona, preset, audio_path: str | None = None,
-                   text: str | None = None, fps: float | None = None) -> Take:
+                   text: str | None = None, fps: float | None = None,
+                   on_notice: Callable[[str], None] | None = None) -> Take:
     """`avatar-studio record`: speak a file or a line in the persona's style into a new take.
 
     The frames are what the live engine would show (offline analysis, media-time aligned, the persona's
-    expression gains and caps applied); the audio is the input at the engine's analysis rate.
+    expression gains and caps applied); the audio is the input at the engine's analysis rate. `on_notice` hears
+    what the user should know and is no error (an audio file that ends early: the take holds what it holds).
     """
     from studio.engine import offline
     from studio.engine.sources import ENGINE_RATE, resample_clip
 
     fps = float(fps or preset.render.fps)
     style = persona.motion_style()
+    stream = None
     if audio_path is not None:  # analysed and written as it is decoded (twice, in step): never held whole
-        frames = offline.stream_frames(audio_path, fps=fps, style=style)
+        stream = offline.analysis_stream(audio_path)
+        frames = offline.stream_frames(stream, fps=fps, style=style)
         audio = _timed_chunks(offline.engine_chunks(audio_path))
         events = [{"kind": "source", "media_time_s": 0.0, "file": str(audio_path)}]
     elif text is not None:
@@ -100,7 +104,14 @@ def record_offline(folder: str | os.PathLike, avatar: AvatarModel, persona, pres
     layer = ExpressionLayer(*persona.style.weight_arrays(), name=persona.name)
     frames = (f.replace(arkit=layer.apply(f.arkit), expression=layer.name) for f in frames)
     manifest = take_manifest(persona.name, preset.name, avatar, ENGINE_RATE, fps, source="offline")
-    return _write_whole_or_nothing(folder, manifest, frames, audio, events)
+    take = _write_whole_or_nothing(folder, manifest, frames, audio, events)
+    _tell_cut_short(stream, on_notice)
+    return take
+
+
+def _tell_cut_short(stream, on_notice: Callable[[str], None] | None) -> None:
+    if stream is not None and stream.cut_short and on_notice is not None:
+        on_notice(stream.cut_short)
 
 
 def _write_whole_or_nothing(folder: str | os.PathLike, manifest: dict, frames: Iterable[FrameState],
@@ -127,18 +138,22 @@ def _timed_chunks(chunks: Iterable[np.ndarray]) -> Iterator[tuple[float, np.ndar
 
 def import_livelink(csv_path: str | os.PathLike, folder: str | os.PathLike, avatar: AvatarModel,
                     audio_path: str | None = None, persona: str = "default", preset: str = "default",
-                    fps: float | None = None) -> Take:
-    """A Live Link Face CSV (and its audio file, when given) as a new take, both read as they are written."""
+                    fps: float | None = None, on_notice: Callable[[str], None] | None = None) -> Take:
+    """A Live Link Face CSV (and its audio file, when given) as a new take, both read as they are written;
+    `on_notice` as `record_offline`'s."""
     from studio.engine import offline
     from studio.engine.sources import ENGINE_RATE
     from studio.recording.livelink import check_livelink_csv
 
     checked = check_livelink_csv(csv_path, fps)  # every problem in the CSV is found before the take is begun
-    audio = _timed_chunks(offline.engine_chunks(str(audio_path))) if audio_path is not None else None
+    stream = offline.analysis_stream(audio_path) if audio_path is not None else None
+    audio = _timed_chunks(offline.engine_chunks(stream)) if stream is not None else None
     manifest = take_manifest(persona, preset, avatar, ENGINE_RATE, checked.fps, source="livelink-csv",
                              imported_from=str(Path(csv_path).name))
     events = [{"kind": "import", "media_time_s": 0.0, "file": str(Path(csv_path).name)}]
-    return _write_whole_or_nothing(folder, manifest, checked.frames(), audio, events)
+    take = _write_whole_or_nothing(folder, manifest, checked.frames(), audio, events)
+    _tell_cut_short(stream, on_notice)
+    return take
 
 
 def retargeter(recorded: str, to_persona) -> Callable[[FrameState], FrameState]:

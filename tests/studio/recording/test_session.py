@@ -69,3 +69,14 @@ def test_a_file_damaged_part_way_leaves_no_half_take(tmp_path, studio_parts):
     with pytest.raises(AudioInputError, match="damaged.wav"):
         record_offline(folder, avatar, persona, preset, audio_path=str(damaged), fps=FPS)
     assert not any(folder.iterdir())
+
+
+def test_a_file_cut_off_makes_a_take_of_what_it_holds_and_says_it_ends_early(tmp_path, studio_parts):
+    avatar, persona, preset = studio_parts
+    audio = _speech_file(tmp_path / "cut.wav", 4)
+    audio.write_bytes(audio.read_bytes()[:44 + ENGINE_RATE * 2 * 3 // 2])  # 1.5 of the 4 s its header states
+    notices = []
+    take = record_offline(tmp_path / "take", avatar, persona, preset, audio_path=str(audio), fps=FPS,
+                          on_notice=notices.append)
+    assert abs(take.duration_s - 1.5) < 0.05 and len(take.frames) == round(1.5 * FPS)
+    assert len(notices) == 1 and "cut.wav ends early" in notices[0] and "of the 4.00 s" in notices[0]
