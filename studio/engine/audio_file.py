@@ -14,8 +14,9 @@ which channel is the centre and which the LFE).
 
 A file that holds less sound than it states (a WAV's data size, FLAC's sample count; FFmpeg itself reports
 only what is there) or whose last packets will not decode was cut off: its sound is used up to the cut and
-`cut_short` says so, for `lipsync`, `render` and the studio's status line to pass on. Before, a FLAC cut inside
-a packet was refused whole ("stops decoding after 0.0 s") and a cut WAV gave a short output without a word.
+`cut_short` says so, for the commands (`lipsync`, `render`, `record`) and the studio's status bar to pass on.
+Before, a FLAC cut inside a packet was refused whole ("stops decoding after 0.0 s") and a cut WAV gave a short
+output without a word.
 """
 
 from __future__ import annotations
