@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from assets.model.evaluate import FEATURE_FPS
 from studio.speech.visemes import VISEME_POSES
 
 SHAPE_VISEMES = {"A": "PP", "B": "SS", "C": "E", "D": "aa", "E": "oh", "F": "ou", "G": "FF", "H": "E", "X": "sil"}
@@ -35,7 +36,6 @@ open (aa); E slightly rounded (ao, er); F puckered (uw, ow, w); G teeth on the l
 "at least as far open as C" (our nn pose is far less open); X rest, lips closed but relaxed."""
 MODES = {"words unknown": ("pocketSphinx", False), "words given": ("pocketSphinx", True)}
 CACHE = Path("build/rhubarb")
-FPS = 100.0
 
 
 def cues(binary: Path, audio: np.ndarray, recognizer: str, words: str | None, rate: int = 16000) -> list[tuple[float, str]]:
@@ -63,8 +63,8 @@ def cues(binary: Path, audio: np.ndarray, recognizer: str, words: str | None, ra
 def cue_arkit(parsed: list[tuple[float, str]], frames: int) -> np.ndarray:
     """(frames, 52) at 100 fps: each cue's viseme pose, held until the next cue (rest before the first)."""
     out = np.repeat(VISEME_POSES["sil"][None], frames, axis=0).astype(np.float32)
-    for (start, shape), (end, _) in zip(parsed, parsed[1:] + [(frames / FPS, "X")]):
-        out[int(round(start * FPS)):int(round(end * FPS))] = VISEME_POSES[SHAPE_VISEMES[shape]]
+    for (start, shape), (end, _) in zip(parsed, parsed[1:] + [(frames / FEATURE_FPS, "X")]):
+        out[int(round(start * FEATURE_FPS)):int(round(end * FEATURE_FPS))] = VISEME_POSES[SHAPE_VISEMES[shape]]
     return out
 
 
