@@ -356,6 +356,7 @@ def score(models: Path | None = None, count: int = 600, seed: int = 0, log=print
     """Articulation of what users see (`live_engine`: the live engine from the audio; `lipsync`: the offline
     analysis) on `count` of the game's lines, for the face models in the folder `models` (default: shipped)."""
     from assets.model import evaluate
+    from assets.model.human_dev import SAMPLE_RATE as DEV_RATE
     from assets.model.human_dev import to_examples
 
     clips = aligned_sample(count, seed, log)
@@ -367,7 +368,7 @@ def score(models: Path | None = None, count: int = 600, seed: int = 0, log=print
                  if (models / name).is_file()}
     rows = {"live_engine": evaluate.LiveEngine("fp32", evaluate._model_paths(paths)["fp32"]),
             "lipsync": evaluate._lipsync_pipeline(paths)}
-    report: dict = {"clips": len(clips), "audio_s": round(sum(len(c.audio) for c in clips) / 16000, 1)}
+    report: dict = {"clips": len(clips), "audio_s": round(sum(len(c.audio) for c in clips) / DEV_RATE, 1)}
     for name, row in rows.items():
         report[name] = evaluate.articulation_metrics(row, examples)
         report[f"{name}_by_phone"] = evaluate.human_breakdown(row, clips, examples)
