@@ -358,14 +358,14 @@ def score(models: Path | None = None, count: int = 600, seed: int = 0, log=print
     from assets.model import evaluate
     from assets.model.human_dev import SAMPLE_RATE as DEV_RATE
     from assets.model.human_dev import to_examples
+    from studio.engine.face_model import VARIANTS, default_model_path
 
     clips = aligned_sample(count, seed, log)
     examples = to_examples(clips)
     paths = None
     if models is not None:
-        paths = {variant: models / name for variant, name in
-                 (("fp32", "face_fp32.onnx"), ("int8", "face_int8.onnx"), ("offline", "face_offline.onnx"))
-                 if (models / name).is_file()}
+        named = {variant: models / default_model_path(variant).name for variant in VARIANTS}
+        paths = {variant: path for variant, path in named.items() if path.is_file()}
     rows = {"live_engine": evaluate.LiveEngine("fp32", evaluate._model_paths(paths)["fp32"]),
             "lipsync": evaluate._lipsync_pipeline(paths)}
     report: dict = {"clips": len(clips), "audio_s": round(sum(len(c.audio) for c in clips) / DEV_RATE, 1)}
