@@ -21,10 +21,13 @@ while the English recordings of the same packages stay in the human dev set (`hu
   into a microphone, with the phone labels the voice was built from, so it needs no alignment;
 - `flight-of-the-amazon-queen` (freeware, free to share and modify): the game's dialogue acted in English by
   its cast, Joe King and about thirty other characters (`amazon_queen`): 3,758 lines of conversational speech,
-  spelled by pocketsphinx's own CMU dictionary as the dev set is.
+  spelled by pocketsphinx's own CMU dictionary as the dev set is;
+- `beneath-a-steel-sky` (freeware, free to share and modify): the game's dialogue acted in English by its
+  cast (`steel_sky`): its training lines, 2,744 of 3,431, 1.5 h of connected speech spelled the same way;
+  every fifth line is kept out as a test of unheard English sentences (`steel_sky.TEST_EVERY`).
 
 Every English recording of the dev set's packages (`en`, `en_GB`, `en_AU`, ...) is left out, so no dev-set
-voice is trained on; the game's cast records for no package the dev set reads.
+voice is trained on; the games' casts record for no package the dev set reads.
 
 Phone timing (all but `festvox-ru`): espeak-ng gives each word's phonemes in its language (English words
 come from the CMU dictionary instead); they are mapped to the nearest US English phone (keeping what the
@@ -44,7 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
-from assets.model import amazon_queen
+from assets.model import amazon_queen, steel_sky
 from assets.model.human_dev import KLETTRES, SAMPLE_RATE, TUXPAINT_STAMPS, DevClip, _decode, aligned_clip, in_dictionary
 
 FILLETS = Path("/usr/share/games/fillets-ng")
@@ -224,16 +227,24 @@ def _labelled_phones(label: str) -> tuple[tuple[str, float, float], ...] | None:
     return tuple(phones) or None
 
 
-def _amazon_queen_recordings(folder: Path, log=print) -> list[tuple[str, Path, str]]:
-    """Flight of the Amazon Queen's dialogue lines, their MP3s written into `folder`; [] when the game is not
-    installed or its archive cannot be read."""
-    if not amazon_queen.QUEEN_ARCHIVE.is_file():
-        return []
-    try:
-        return amazon_queen.extract(folder)
-    except (OSError, amazon_queen.ArchiveError) as error:
-        log(f"human voices: {amazon_queen.QUEEN_ARCHIVE}: {error}; its dialogue is left out")
-        return []
+def _game_recordings(folder: Path, log=print) -> list[tuple[str, Path, str]]:
+    """The English games' dialogue lines (Flight of the Amazon Queen's, and Beneath a Steel Sky's training
+    lines), their recordings written into subfolders of `folder`; a game that is not installed or cannot be
+    read adds none."""
+    items = []
+    if amazon_queen.QUEEN_ARCHIVE.is_file():
+        (folder / "amazon_queen").mkdir()
+        try:
+            items += amazon_queen.extract(folder / "amazon_queen")
+        except (OSError, amazon_queen.ArchiveError) as error:
+            log(f"human voices: {amazon_queen.QUEEN_ARCHIVE}: {error}; its dialogue is left out")
+    if steel_sky.available():
+        (folder / "steel_sky").mkdir()
+        try:
+            items += steel_sky.extract(folder / "steel_sky", part="train")
+        except (OSError, steel_sky.DataError) as error:
+            log(f"human voices: {steel_sky.SKY_DATA}: {error}; its dialogue is left out")
+    return items
 
 
 def recordings() -> list[tuple[str, Path, str]]:
@@ -251,8 +262,8 @@ def _voice(speaker: str) -> str:
 
 
 def _english(speaker: str) -> bool:
-    """An English recording (Flight of the Amazon Queen's dialogue), spelled by pocketsphinx's own dictionary."""
-    return speaker.startswith("amazon_queen/")
+    """An English recording (the games' dialogue), spelled by pocketsphinx's own dictionary."""
+    return speaker.startswith(("amazon_queen/", steel_sky.SPEAKER))
 
 
 def _align_all(items: list[tuple[str, Path, str]]) -> tuple[list[DevClip], int, int]:
@@ -278,7 +289,7 @@ def _align_all(items: list[tuple[str, Path, str]]) -> tuple[list[DevClip], int, 
 class _Speller:
     """The words of a recording as `decoder` can align them, or None when one cannot be spelled in US phones.
 
-    English lines (Flight of the Amazon Queen) use the decoder's own CMU dictionary, as the dev set does;
+    English lines (the games' dialogue) use the decoder's own CMU dictionary, as the dev set does;
     other languages add each word to it once, spelled by espeak-ng in that language (`cmu_phones`)."""
 
     def __init__(self, decoder) -> None:
@@ -314,14 +325,14 @@ def load_clips(items: list[tuple[str, Path, str]] | None = None, log=print,
                workers: int = 2) -> tuple[list[DevClip], dict]:
     """Every recording (of `items`, default all) whose words espeak-ng (or, in English, the CMU dictionary) can
     spell in CMU phones and whose alignment passes QC; with the default, also every recording of `festvox-ru`
-    whose labels pass QC, and the game's dialogue, its MP3s extracted into a folder removed afterwards.
+    whose labels pass QC, and the games' dialogue, extracted into a folder removed afterwards.
 
-    About 11,500 recordings: aligning them takes 13 minutes of one core, so `workers` processes share them."""
+    About 14,000 recordings: aligning them takes 13 minutes of one core, so `workers` processes share them."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    with tempfile.TemporaryDirectory(prefix="amazon-queen-") as folder:
-        everything = items if items is not None else recordings() + _amazon_queen_recordings(Path(folder), log)
+    with tempfile.TemporaryDirectory(prefix="game-dialogue-") as folder:
+        everything = items if items is not None else recordings() + _game_recordings(Path(folder), log)
         shares = [everything[i::workers] for i in range(workers)]
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
             parts = list(pool.map(_align_all, shares))
@@ -373,7 +384,8 @@ CHAIN_S = 4.0
 
 def available() -> bool:
     return (TUXPAINT_STAMPS.is_dir() or any((KLETTRES / language).is_dir() for language in KLETTRES_LANGUAGES)
-            or (FILLETS / "script").is_dir() or FESTVOX_RU.is_dir() or amazon_queen.QUEEN_ARCHIVE.is_file())
+            or (FILLETS / "script").is_dir() or FESTVOX_RU.is_dir() or amazon_queen.QUEEN_ARCHIVE.is_file()
+            or steel_sky.available())
 
 
 def training_examples(augmented_copies: int, seed: int, log=print,
@@ -386,8 +398,8 @@ def training_examples(augmented_copies: int, seed: int, log=print,
     from studio.engine.features import LogMelExtractor
 
     if not available():
-        log("human voices: klettres-data, tuxpaint-stamps-default, fillets-ng-data, festvox-ru and "
-            "flight-of-the-amazon-queen are not installed; training on synthetic speech only "
+        log("human voices: klettres-data, tuxpaint-stamps-default, fillets-ng-data, festvox-ru, "
+            "flight-of-the-amazon-queen and beneath-a-steel-sky are not installed; training on synthetic speech only "
             "(scripts/setup.sh system dev installs them)")
         return []
     clips, _ = load_clips(items, log)

@@ -24,10 +24,9 @@ in the game's files: the game's own interpreter, ScummVM (which Debian installs 
 as an array of (left child, right child, character) bytes. `huffman_trees` finds every such array in the
 ScummVM binary by its shape alone, and `read_lines` keeps the one whose English reads cleanly.
 
-Use: English connected speech from voices the shipped face model never heard, scored as the human dev set is
-(`python -m assets.model.steel_sky`, after `apt-get install beneath-a-steel-sky`; docs/model_comparison.md,
-twentieth round). Training on it was tried and not shipped (same section), so it is not in `make model`'s
-corpus and stays unheard.
+Use: four of every five lines are training speech (`human_voices`, in `make model`'s corpus); the fifth are
+a test of unheard English sentences in the cast's voices, scored as the human dev set is
+(`python -m assets.model.steel_sky`; docs/model_comparison.md, twentieth and twenty-first rounds).
 """
 
 from __future__ import annotations
@@ -53,6 +52,9 @@ _TEXT_BASE = 60600
 _SECTION_FIRST_FILE = (0, 600, 1100, 2430, 3380, 4530, 5080, 5230)
 """Each section's first recording, counted from `_SPEECH_BASE` (as the game numbers them)."""
 _HEADER = 22
+TEST_EVERY = 5
+"""Every fifth line (by its place in `read_lines`) is a test line: never trained on, and the lines
+`aligned_sample` draws. The cast is the same on both sides, so the test lines are unheard words in heard voices."""
 _READABLE = re.compile(r"[A-Za-z0-9 .,'!?:;()\"-]")
 _CAPITAL_INSIDE = re.compile(r"[a-z][A-Z]")
 
@@ -306,10 +308,16 @@ def read_lines(root: Path = SKY_DATA, scummvm: Path = SCUMMVM) -> list[tuple[str
     return found
 
 
-def extract(folder: Path, root: Path = SKY_DATA, scummvm: Path = SCUMMVM) -> list[tuple[str, Path, str]]:
-    """Write each spoken line as a WAV file into `folder`; (speaker, path, words) of each."""
+def extract(folder: Path, root: Path = SKY_DATA, scummvm: Path = SCUMMVM,
+            part: str = "all") -> list[tuple[str, Path, str]]:
+    """Write each spoken line of `part` ("all", "train" or "test": see `TEST_EVERY`) as a WAV file into
+    `folder`; (speaker, path, words) of each."""
+    if part not in ("all", "train", "test"):
+        raise ValueError(f"part {part!r}: allowed are 'all', 'train' and 'test'")
     items = []
     for number, (words, pcm) in enumerate(read_lines(root, scummvm)):
+        if part != "all" and (number % TEST_EVERY == 0) != (part == "test"):
+            continue
         path = folder / f"{number:05d}.wav"
         with wave.open(str(path), "wb") as out:
             out.setnchannels(1)
@@ -325,7 +333,7 @@ def available(root: Path = SKY_DATA, scummvm: Path = SCUMMVM) -> bool:
 
 
 def aligned_sample(count: int, seed: int = 0, log=print) -> list:
-    """`count` lines drawn at random (`seed`), aligned by pocketsphinx with the dev set's spelling and QC
+    """`count` test lines drawn at random (`seed`), aligned by pocketsphinx with the dev set's spelling and QC
     (`human_dev.aligned_clip`); lines with a word the dictionary lacks, or that fail QC, are left out."""
     from pocketsphinx import Decoder
 
@@ -336,7 +344,7 @@ def aligned_sample(count: int, seed: int = 0, log=print) -> list:
     decoder = Decoder(samprate=DEV_RATE, loglevel="FATAL")
     clips, unspelled, dropped = [], 0, 0
     with tempfile.TemporaryDirectory(prefix="steel-sky-") as folder:
-        items = extract(Path(folder))
+        items = extract(Path(folder), part="test")
         for index in sorted(np.random.default_rng(seed).choice(len(items), min(count, len(items)), replace=False)):
             speaker, path, text = items[index]
             words = dictionary_words(text)

@@ -75,7 +75,7 @@ def test_the_russian_readers_sentences_come_timed_by_the_voices_own_labels():
 
 def test_training_on_every_source_takes_the_read_sentences_without_aligning_them(monkeypatch):
     monkeypatch.setattr(human_voices, "recordings", lambda: [])
-    monkeypatch.setattr(human_voices, "_amazon_queen_recordings", lambda folder, log: [])
+    monkeypatch.setattr(human_voices, "_game_recordings", lambda folder, log: [])
     clips, summary = human_voices.load_clips(log=lambda *_: None, workers=1)
     assert len(clips) == summary["clips"] == summary["recordings"] == 620
     assert summary["speakers"] == [human_voices.LABELLED_SPEAKER] and summary["qc_dropped"] == 0

@@ -153,7 +153,7 @@ def _speech(pcm: bytes) -> bytes:
     return header + _rnc([(pcm[:10], (10, len(pcm) - 10)), (b"", None)])
 
 
-def test_each_line_with_a_recording_is_found_with_its_words_by_the_tree_that_reads_english(tmp_path):
+def test_each_line_with_a_recording_is_found_with_its_words_and_falls_to_the_test_or_training_part(tmp_path):
     right = _tree(_TREE_CHARACTERS)
     wrong = _tree(_TREE_CHARACTERS[:2] + _TREE_CHARACTERS[2:][::-1])  # same shape, characters shuffled
     interpreter = tmp_path / "scummvm"
@@ -171,6 +171,14 @@ def test_each_line_with_a_recording_is_found_with_its_words_by_the_tree_that_rea
     with wave.open(str(items[0][1])) as recording:
         assert (recording.getframerate(), recording.getsampwidth(), recording.getnframes()) == (11025, 1, len(pcm))
         assert recording.readframes(len(pcm)) == pcm
+    for part in ("test", "train"):
+        (tmp_path / part).mkdir()
+    test = steel_sky.extract(tmp_path / "test", tmp_path, interpreter, part="test")
+    train = steel_sky.extract(tmp_path / "train", tmp_path, interpreter, part="train")
+    assert [words for _, _, words in test] == ["Why ASK me then?"]  # the first of every TEST_EVERY lines
+    assert [words for _, _, words in train] == ["I can SENSE its presence..."]
+    with pytest.raises(ValueError, match="'dev'.*allowed"):
+        steel_sky.extract(tmp_path / "out", tmp_path, interpreter, part="dev")
 
 
 def test_a_missing_game_is_unavailable_and_a_cut_file_table_is_refused_by_its_count(tmp_path):
