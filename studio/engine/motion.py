@@ -361,7 +361,10 @@ class MouthGate:
     voice activity above this) before the level counts as heard. The live engine on the human dev set opened the
     mouth 15.9 ms later than the target after pauses, 37.9 ms in room noise 20 dB below the speech and 64.4 ms at
     10 dB; with the model's voice: 4.7, 32.5 and 44.3 ms (ungated: 3.2 ms as recorded, 44.1 at 10 dB), rest in
-    pauses 99.1 / 99.5 / 99.6 -> 99.0 / 99.5 / 99.5 % (docs/model_comparison.md, fourteenth round)."""
+    pauses 99.1 / 99.5 / 99.6 -> 99.0 / 99.5 / 99.5 % (docs/model_comparison.md, fourteenth round).
+    Not in digital silence, though (every hop of the window below `level.SPEECH_MIN_DBFS`): a model that heard
+    game dialogue, whose lines end in breaths, kept its voice up and the mouth moving for 200 ms after a sound
+    stopped dead (twenty-first round)."""
     OPEN_WT = 3.89  # a critically damped spring from rest is 90 % open after omega * t = 3.89: 1 - (1 + wt) e^-wt
 
     def __init__(self, attack_omega: float = 120.0, release_omega: float = 40.0, opened: bool = False) -> None:

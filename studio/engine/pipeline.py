@@ -24,7 +24,7 @@ import numpy as np
 from studio.avatar.arkit import NUM_ARKIT
 from studio.engine.anchor import AnchorStage, SpatialAnchor
 from studio.engine.features import LogMelExtractor
-from studio.engine.level import SpeechLevelLift
+from studio.engine.level import SPEECH_MIN_DBFS, SpeechLevelLift
 from studio.engine.monitor import MAX_DELAY_S, VoiceMonitor
 from studio.engine.motion import (
     AUDIBLE_DB,
@@ -656,10 +656,11 @@ class Engine:
         prosody = self._prosody_at(hop.index)
         t0 = time.perf_counter()
         if self._track is None:  # the model's mouth is gated shut in silence (it may murmur on noise)
-            audible = any(self._prosody_at(hop.index + k).audible
-                          for k in range(-MouthGate.LOOK_BEHIND, MouthGate.LOOK_AHEAD + 1))
+            near = [self._prosody_at(hop.index + k) for k in range(-MouthGate.LOOK_BEHIND, MouthGate.LOOK_AHEAD + 1)]
+            audible = any(p.audible for p in near)
+            sounding = any(p.level_db > SPEECH_MIN_DBFS for p in near)
             shut_before = self._gate.value < 0.5
-            gate = self._gate.step(audible or hop.voice > MouthGate.VOICE_OPENS)
+            gate = self._gate.step(audible or (sounding and hop.voice > MouthGate.VOICE_OPENS))
             voice = hop.voice * gate
             self._hops_since_gate_shut = 0 if shut_before else self._hops_since_gate_shut + 1
         else:
