@@ -333,29 +333,16 @@ def available(root: Path = SKY_DATA, scummvm: Path = SCUMMVM) -> bool:
 
 
 def aligned_sample(count: int, seed: int = 0, log=print) -> list:
-    """`count` test lines drawn at random (`seed`), aligned by pocketsphinx with the dev set's spelling and QC
-    (`human_dev.aligned_clip`); lines with a word the dictionary lacks, or that fail QC, are left out."""
-    from pocketsphinx import Decoder
+    """`count` test lines drawn at random (`seed`), spelled and aligned as the training lines are
+    (`human_voices`: the CMU dictionary, pocketsphinx and the dev set's QC); lines with a word the dictionary
+    lacks, or that fail QC, are left out."""
+    from assets.model.human_voices import _align_all
 
-    from assets.model.amazon_queen import dictionary_words
-    from assets.model.human_dev import SAMPLE_RATE as DEV_RATE
-    from assets.model.human_dev import aligned_clip, in_dictionary
-
-    decoder = Decoder(samprate=DEV_RATE, loglevel="FATAL")
-    clips, unspelled, dropped = [], 0, 0
     with tempfile.TemporaryDirectory(prefix="steel-sky-") as folder:
         items = extract(Path(folder), part="test")
-        for index in sorted(np.random.default_rng(seed).choice(len(items), min(count, len(items)), replace=False)):
-            speaker, path, text = items[index]
-            words = dictionary_words(text)
-            if not in_dictionary(decoder, words):
-                unspelled += 1
-                continue
-            clip = aligned_clip(decoder, speaker, path, text, " ".join(words))
-            dropped += clip is None
-            if clip is not None:
-                clips.append(clip)
-    log(f"steel sky: {len(clips)} of {min(count, len(items))} lines aligned ({dropped} dropped by QC, "
+        drawn = np.random.default_rng(seed).choice(len(items), min(count, len(items)), replace=False)
+        clips, unspelled, dropped = _align_all([items[index] for index in sorted(drawn)])
+    log(f"steel sky: {len(clips)} of {len(drawn)} lines aligned ({dropped} dropped by QC, "
         f"{unspelled} with a word not in the dictionary)")
     return clips
 
