@@ -171,7 +171,11 @@ def load_onnx_weights(net, path: Path) -> None:
     import torch
     from onnx import numpy_helper
 
-    tensors = {t.name: numpy_helper.to_array(t) for t in onnx.load(str(path)).graph.initializer}
+    model = onnx.load(str(path))
+    averaged = {p.key: p.value for p in model.metadata_props}.get("averaged_models")
+    if averaged:
+        raise ValueError(f"{path} is an average of {averaged} models, not one net's weights: warm start from one of them")
+    tensors = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
     matmuls = [tensors[name] for name in sorted((n for n in tensors if n.startswith("onnx::MatMul_")),
                                                 key=lambda n: int(n.rsplit("_", 1)[1]))]
     linears = [net.inp] + [layer for block in net.blocks for layer in (block.temporal, block.mix)] + [net.head]
