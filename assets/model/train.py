@@ -164,6 +164,7 @@ def load_examples(path: Path) -> list[Example]:
 
 def load_onnx_weights(net, path: Path) -> None:
     """Warm start: copy a previously exported face model's weights (same channels and depth) into `net`.
+    From an average of models (`export.average_models`, as the shipped live model is), its first member's.
 
     torch.onnx.export stores each Linear as a transposed MatMul constant, in module order.
     """
@@ -172,10 +173,9 @@ def load_onnx_weights(net, path: Path) -> None:
     from onnx import numpy_helper
 
     model = onnx.load(str(path))
-    averaged = {p.key: p.value for p in model.metadata_props}.get("averaged_models")
-    if averaged:
-        raise ValueError(f"{path} is an average of {averaged} models, not one net's weights: warm start from one of them")
     tensors = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    if "averaged_models" in {p.key for p in model.metadata_props}:
+        tensors = {name.removeprefix("member0_"): value for name, value in tensors.items() if name.startswith("member0_")}
     matmuls = [tensors[name] for name in sorted((n for n in tensors if n.startswith("onnx::MatMul_")),
                                                 key=lambda n: int(n.rsplit("_", 1)[1]))]
     linears = [net.inp] + [layer for block in net.blocks for layer in (block.temporal, block.mix)] + [net.head]

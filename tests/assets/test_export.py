@@ -66,14 +66,29 @@ def test_members_of_other_depths_average_and_the_receptive_field_is_the_widest(t
     assert metadata["averaged_models"] == "2"
 
 
-def test_an_average_is_neither_averaged_again_nor_a_warm_start(tmp_path):
+def test_an_average_is_not_averaged_again(tmp_path):
     members = [_live(tmp_path / "a.onnx", 0), _live(tmp_path / "b.onnx", 1)]
     average = average_models(members, tmp_path / "average.onnx")
 
     with pytest.raises(ValueError, match="average.onnx is itself an average of 2 models"):
         average_models([average, members[0]], tmp_path / "again.onnx")
-    with pytest.raises(ValueError, match="average.onnx is an average of 2 models.*warm start from one of them"):
-        load_onnx_weights(FaceNet(channels=8, dilations=(1, 2), lookahead=1), average)
+
+
+def test_a_warm_start_from_an_average_takes_its_first_members_weights(tmp_path):
+    torch.manual_seed(0)
+    first = FaceNet(channels=8, dilations=(1, 2), lookahead=1)
+    torch.manual_seed(1)
+    second = FaceNet(channels=8, dilations=(1, 2), lookahead=1)
+    average = average_models([export_fp32(first, tmp_path / "a.onnx"), export_fp32(second, tmp_path / "b.onnx")],
+                             tmp_path / "average.onnx")
+    torch.manual_seed(2)
+    warm = FaceNet(channels=8, dilations=(1, 2), lookahead=1)
+
+    load_onnx_weights(warm, average)
+
+    for name, value in first.state_dict().items():
+        assert torch.equal(warm.state_dict()[name], value), name
+        assert name.startswith("feature_") or not torch.equal(second.state_dict()[name], value), name
 
 
 def test_folders_average_their_live_int8_and_offline_models_and_a_folder_without_a_live_model_is_named(tmp_path):
