@@ -230,6 +230,20 @@ def _renamed_value(value, name: str):
     return copy
 
 
+def average_folders(folders: list[Path], out_dir: Path) -> dict[str, Path]:
+    """The average of the live models in `folders` (fp32, and its INT8), and of their offline models where
+    every folder has one."""
+    for folder in folders:
+        if not (folder / "face_fp32.onnx").is_file():
+            raise FileNotFoundError(f"{folder} has no face_fp32.onnx to average")
+    fp32 = average_models([folder / "face_fp32.onnx" for folder in folders], out_dir / "face_fp32.onnx")
+    paths = {"fp32": fp32, "int8": export_int8(fp32, out_dir / "face_int8.onnx")}
+    if all((folder / "face_offline.onnx").is_file() for folder in folders):
+        paths["offline"] = average_models([folder / "face_offline.onnx" for folder in folders],
+                                          out_dir / "face_offline.onnx")
+    return paths
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Export a FaceNet checkpoint to streaming ONNX (fp32 + INT8), or "
                                                  "average exported models into one (--average).")
@@ -246,20 +260,6 @@ def main(argv: list[str] | None = None) -> None:
     else:
         paths = export_all(load_checkpoint(args.checkpoint), args.out)
     print(json.dumps({k: str(v) for k, v in paths.items()}))
-
-
-def average_folders(folders: list[Path], out_dir: Path) -> dict[str, Path]:
-    """The average of the live models in `folders` (fp32, and its INT8), and of their offline models where
-    every folder has one."""
-    for folder in folders:
-        if not (folder / "face_fp32.onnx").is_file():
-            raise FileNotFoundError(f"{folder} has no face_fp32.onnx to average")
-    fp32 = average_models([folder / "face_fp32.onnx" for folder in folders], out_dir / "face_fp32.onnx")
-    paths = {"fp32": fp32, "int8": export_int8(fp32, out_dir / "face_int8.onnx")}
-    if all((folder / "face_offline.onnx").is_file() for folder in folders):
-        paths["offline"] = average_models([folder / "face_offline.onnx" for folder in folders],
-                                          out_dir / "face_offline.onnx")
-    return paths
 
 
 if __name__ == "__main__":
