@@ -29,6 +29,7 @@ from studio.engine.motion import (
     lay_eyes,
     relaxed_rest_pose,
 )
+from studio.engine.mouth_shaper import CENTRED_REACH_HOPS as REACH
 from studio.engine.mouth_shaper import MOUTH_CHANNELS, shape_mouth
 from studio.engine.sources import ENGINE_RATE, AudioInputError, resample_clip, trim_leading_silence
 from studio.engine.sources import HOP_SAMPLES as HOP
@@ -195,8 +196,8 @@ class StreamingAnalysis:
         """Gate and store every hop whose face and surrounding loudness are known."""
         face_end = self._face_start + len(self._face[2])
         prosody_end = self._prosody_start + len(self._prosody)
-        if final_hops is None:  # the mouth shaper looks two hops ahead too
-            end = min(face_end - 2, prosody_end - MouthGate.FILE_LOOK_AHEAD)
+        if final_hops is None:  # the mouth shaper looks ahead too
+            end = min(face_end - REACH, prosody_end - MouthGate.FILE_LOOK_AHEAD)
         else:
             end = min(face_end, final_hops)
         if end <= self._hops_done:
@@ -209,8 +210,8 @@ class StreamingAnalysis:
         high = np.clip(at + MouthGate.FILE_LOOK_AHEAD + 1, 0, len(self._prosody))
         gates = self.gate.run((loud_so_far[high] > loud_so_far[low]).tolist())
         first = self._hops_done - self._face_start
-        lead = min(first, 2)  # the shaper's context: two hops either side where there are
-        beliefs = self._face[1][first - lead:first + count + 2]
+        lead = min(first, REACH)  # the shaper's context on either side, where there is some
+        beliefs = self._face[1][first - lead:first + count + REACH]
         shaped = shape_mouth(np.clip(self._face[0][first - lead:first - lead + len(beliefs)], 0.0, 1.0), beliefs)
         arkit = shaped[lead:lead + count]
         arkit[:, MOUTH_CHANNELS] *= gates[:, None]
@@ -269,7 +270,7 @@ class StreamingAnalysis:
             self._hop_arkit, self._hop_voice = self._hop_arkit[drop:], self._hop_voice[drop:]
             self._hop_visemes = self._hop_visemes[drop:]
             self._hop_start += drop
-        drop = max(0, self._hops_done - 2 - self._face_start)  # the last two finished hops stay: the shaper's context
+        drop = max(0, self._hops_done - REACH - self._face_start)  # the last finished hops stay: the shaper's context
         if drop:
             self._face = [values[drop:] for values in self._face]
             self._face_start += drop

@@ -128,7 +128,17 @@ def test_streaming_shuts_on_a_belief_held_two_hops_and_never_on_a_one_hop_spike(
     shaped = shape_mouth(_half_open(n), _beliefs({"PP": held}, n), centred=False)
     assert all(lips_closed(shaped[5:7])) and not any(lips_closed(shaped[:4]))
     offline = shape_mouth(_half_open(n), _beliefs({"PP": held}, n), centred=True)
-    assert not any(lips_closed(offline))  # offline smooths over five hops and asks for a surer belief
+    assert not any(lips_closed(offline))  # offline asks for a surer belief: it has no lead gain for closures
+
+
+def test_offline_a_short_closure_held_two_hops_shuts_the_lips_and_its_neighbours_stay_open():
+    """A /b/ in fast speech lasts about 20 ms: two hops of a fair belief. The centred smoothing reaches one hop on
+    either side, so it neither dilutes those two hops below the ramp nor shuts the vowels around them."""
+    n = 12
+    short = np.where((np.arange(n) >= 5) & (np.arange(n) < 7), 0.6, 0.05)
+    shaped = shape_mouth(_half_open(n), _beliefs({"PP": short}, n), centred=True)
+    assert all(lips_closed(shaped[5:7]))
+    assert not any(lips_closed(shaped[:4])) and not any(lips_closed(shaped[8:]))
 
 
 def test_live_a_weak_p_belief_that_leads_silence_and_the_vowels_shuts_the_lips_and_one_that_trails_does_not():
