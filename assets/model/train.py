@@ -162,9 +162,15 @@ def load_examples(path: Path) -> list[Example]:
     return [Example(**{k: v[a:b] for k, v in arrays.items()}) for a, b in zip(bounds[:-1], bounds[1:])]
 
 
-def load_onnx_weights(net, path: Path) -> None:
+def _member_count(model) -> int:
+    """How many nets an exported face model (an onnx.ModelProto) holds: > 1 for `export.average_models`'s."""
+    return int({p.key: p.value for p in model.metadata_props}.get("averaged_models", 1))
+
+
+def load_onnx_weights(net, path: Path, member: int = 0) -> None:
     """Warm start: copy a previously exported face model's weights (same channels and depth) into `net`.
-    From an average of models (`export.average_models`, as the shipped live model is), its first member's.
+    From an average of models (`export.average_models`, as the shipped live model is), member `member`'s
+    (0: the first).
 
     torch.onnx.export stores each Linear as a transposed MatMul constant, in module order.
     """
@@ -174,8 +180,13 @@ def load_onnx_weights(net, path: Path) -> None:
 
     model = onnx.load(str(path))
     tensors = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
-    if "averaged_models" in {p.key for p in model.metadata_props}:
-        tensors = {name.removeprefix("member0_"): value for name, value in tensors.items() if name.startswith("member0_")}
+    members = _member_count(model)
+    if not 0 <= member < members:
+        raise ValueError(f"{path}: no member {member} to start from; it holds {members} model(s) (members 0.."
+                         f"{members - 1})")
+    if members > 1:
+        prefix = f"member{member}_"
+        tensors = {name.removeprefix(prefix): value for name, value in tensors.items() if name.startswith(prefix)}
     matmuls = [tensors[name] for name in sorted((n for n in tensors if n.startswith("onnx::MatMul_")),
                                                 key=lambda n: int(n.rsplit("_", 1)[1]))]
     linears = [net.inp] + [layer for block in net.blocks for layer in (block.temporal, block.mix)] + [net.head]
@@ -277,9 +288,9 @@ def descend(optimizer, loss, parameters) -> None:
 
 
 def train(config: TrainConfig, log=print, examples: list[Example] | None = None, corpus_s: float = 0.0,
-          init: Path | None = None):
-    """Train a FaceNet (on `examples`, else a corpus built here; from `init`'s weights when given);
-    returns (net, training summary dict)."""
+          init: Path | None = None, init_member: int = 0):
+    """Train a FaceNet (on `examples`, else a corpus built here; from `init`'s weights when given, member
+    `init_member`'s of an average); returns (net, training summary dict)."""
     import torch
 
     from assets.model.net import FaceNet
@@ -299,7 +310,7 @@ def train(config: TrainConfig, log=print, examples: list[Example] | None = None,
     net.feature_mean.copy_(torch.from_numpy(mean))
     net.feature_std.copy_(torch.from_numpy(std))
     if init is not None:
-        load_onnx_weights(net, init)
+        load_onnx_weights(net, init, init_member)
         config = config.with_lr(config.lr / 2)  # fine-tuning: a gentler start keeps what the weights know
     shape_weights = torch.from_numpy(mouth_weights())
     closure = closure_class()
@@ -336,7 +347,7 @@ def train(config: TrainConfig, log=print, examples: list[Example] | None = None,
         "parameters": sum(p.numel() for p in net.parameters()),
         "receptive_field_ms": net.receptive_field_frames * 10,
         "lookahead_ms": net.lookahead * 10,
-        "warm_start": str(init) if init else None,
+        "warm_start": (f"{init} (member {init_member})" if init_member else str(init)) if init else None,
         "equaliser_db": config.equaliser_db,
     }
     return net, summary
@@ -367,9 +378,14 @@ def save_checkpoint(net, config: TrainConfig, path: Path) -> None:
                 "state_dict": net.state_dict()}, path)
 
 
-def train_offline(live, live_path: Path, examples: list[Example], config: TrainConfig, log=print):
+def train_offline(live, live_path: Path, examples: list[Example], config: TrainConfig, log=print,
+                  wide_member: int = 0):
     """The offline model for `live` (exported at `live_path`): a copy of it fine-tuned to draw each frame
     OFFLINE_LOOKAHEAD hops after hearing it, paired with it (net.OfflineFaceNet); (model, summary dict).
+    `wide_member` > 0: when `live_path` is an average (the live net its member 0), the wide net starts from
+    that other member instead. Nets from other starts miss different sounds: the shipped pair, H's live net
+    with a wide net grown from M's, rounds more than H's own pair and closes more than M's
+    (docs/model_comparison.md, twenty-fifth round).
 
     A wider lookahead alone closes fewer human p/b/m than the live net (it is surer of its visemes, and on
     an unheard voice surely wrong), but it closes others the live net misses: the voiceless closures it
@@ -377,7 +393,8 @@ def train_offline(live, live_path: Path, examples: list[Example], config: TrainC
     """
     from assets.model.net import OfflineFaceNet
 
-    wide, summary = train(config.with_lookahead(OFFLINE_LOOKAHEAD), log=log, examples=examples, init=live_path)
+    wide, summary = train(config.with_lookahead(OFFLINE_LOOKAHEAD), log=log, examples=examples, init=live_path,
+                          init_member=wide_member)
     return OfflineFaceNet(live, wide, (closure_class(), *rounded_classes())).eval(), summary
 
 
@@ -412,6 +429,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--corpus-cache", type=Path, help="reuse (or create) the built corpus here (.npz)")
     parser.add_argument("--offline-only", action="store_true",
                         help="keep the live model given by --init; train only the offline model's wide net from it")
+    parser.add_argument("--wide-from-member", type=int, default=0, metavar="K",
+                        help="with --offline-only and an averaged --init: grow the wide net from member K's weights "
+                             "(the live net stays member 0)")
     parser.add_argument("--offline-minutes", type=float,
                         help=f"the offline model's wide net's time budget (default {OFFLINE_MINUTES:g})")
     parser.add_argument("--equaliser-db", type=float,
@@ -419,6 +439,15 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.offline_only and args.init is None:
         parser.error("--offline-only needs --init LIVE_MODEL.onnx (the live model the offline model starts from)")
+    if args.wide_from_member and not args.offline_only:
+        parser.error("--wide-from-member needs --offline-only (it picks the wide net's start from --init's average)")
+    if args.wide_from_member:
+        import onnx
+
+        members = _member_count(onnx.load(str(args.init), load_external_data=False))
+        if not 0 <= args.wide_from_member < members:
+            parser.error(f"--wide-from-member {args.wide_from_member}: {args.init} holds {members} model(s) "
+                         f"(members 0..{members - 1})")
     config = TrainConfig.tiny() if args.tiny else TrainConfig(minutes=14.0)
     if args.minutes is not None:
         config.minutes = args.minutes
@@ -457,7 +486,8 @@ def main(argv: list[str] | None = None) -> None:
         save_checkpoint(live, live_config, checkpoint)
         paths = export_all(live, args.out)
     offline, offline_summary = train_offline(live, paths["fp32"], examples,
-                                             dataclasses.replace(config, minutes=offline_minutes))
+                                             dataclasses.replace(config, minutes=offline_minutes),
+                                             wide_member=args.wide_from_member)
     paths["offline"] = export_offline(offline, Path(args.out) / "face_offline.onnx")
     summary["offline_model"] = offline_summary
     elapsed = round(time.perf_counter() - started, 1)

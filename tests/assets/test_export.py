@@ -74,7 +74,7 @@ def test_an_average_is_not_averaged_again(tmp_path):
         average_models([average, members[0]], tmp_path / "again.onnx")
 
 
-def test_a_warm_start_from_an_average_takes_its_first_members_weights(tmp_path):
+def test_a_warm_start_from_an_average_takes_its_first_members_weights_or_the_one_named(tmp_path):
     torch.manual_seed(0)
     first = FaceNet(channels=8, dilations=(1, 2), lookahead=1)
     torch.manual_seed(1)
@@ -89,6 +89,13 @@ def test_a_warm_start_from_an_average_takes_its_first_members_weights(tmp_path):
     for name, value in first.state_dict().items():
         assert torch.equal(warm.state_dict()[name], value), name
         assert name.startswith("feature_") or not torch.equal(second.state_dict()[name], value), name
+
+    load_onnx_weights(warm, average, member=1)  # the offline model's wide net grows from another member
+
+    for name, value in second.state_dict().items():
+        assert torch.equal(warm.state_dict()[name], value), name
+    with pytest.raises(ValueError, match=r"average.onnx: no member 2 to start from; it holds 2 model\(s\)"):
+        load_onnx_weights(warm, average, member=2)
 
 
 def test_folders_average_their_live_int8_and_offline_models_and_a_folder_without_a_live_model_is_named(tmp_path):
