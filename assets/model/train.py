@@ -162,9 +162,14 @@ def load_examples(path: Path) -> list[Example]:
     return [Example(**{k: v[a:b] for k, v in arrays.items()}) for a, b in zip(bounds[:-1], bounds[1:])]
 
 
-def _member_count(model) -> int:
-    """How many nets an exported face model (an onnx.ModelProto) holds: > 1 for `export.average_models`'s."""
-    return int({p.key: p.value for p in model.metadata_props}.get("averaged_models", 1))
+def check_member(model, path: Path, member: int) -> int:
+    """How many nets the exported face model `model` (an onnx.ModelProto read from `path`) holds (> 1 for
+    `export.average_models`'s); ValueError when it has no member `member`."""
+    members = int({p.key: p.value for p in model.metadata_props}.get("averaged_models", 1))
+    if not 0 <= member < members:
+        raise ValueError(f"{path}: no member {member} to start from; it holds {members} model(s) (members 0.."
+                         f"{members - 1})")
+    return members
 
 
 def load_onnx_weights(net, path: Path, member: int = 0) -> None:
@@ -180,11 +185,7 @@ def load_onnx_weights(net, path: Path, member: int = 0) -> None:
 
     model = onnx.load(str(path))
     tensors = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
-    members = _member_count(model)
-    if not 0 <= member < members:
-        raise ValueError(f"{path}: no member {member} to start from; it holds {members} model(s) (members 0.."
-                         f"{members - 1})")
-    if members > 1:
+    if check_member(model, path, member) > 1:
         prefix = f"member{member}_"
         tensors = {name.removeprefix(prefix): value for name, value in tensors.items() if name.startswith(prefix)}
     matmuls = [tensors[name] for name in sorted((n for n in tensors if n.startswith("onnx::MatMul_")),
@@ -444,10 +445,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.wide_from_member:
         import onnx
 
-        members = _member_count(onnx.load(str(args.init), load_external_data=False))
-        if not 0 <= args.wide_from_member < members:
-            parser.error(f"--wide-from-member {args.wide_from_member}: {args.init} holds {members} model(s) "
-                         f"(members 0..{members - 1})")
+        try:
+            check_member(onnx.load(str(args.init), load_external_data=False), args.init, args.wide_from_member)
+        except ValueError as error:
+            parser.error(f"--wide-from-member: {error}")
     config = TrainConfig.tiny() if args.tiny else TrainConfig(minutes=14.0)
     if args.minutes is not None:
         config.minutes = args.minutes

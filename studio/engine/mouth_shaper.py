@@ -48,7 +48,8 @@ it closes 2.8 points more p/b/m live (72.2 → 75.0 %) for 0.9 points more vowel
 open vowels unchanged. Offline the same step costs three times as much (docs/model_comparison.md, eleventh
 round)."""
 CENTRED_REACH_HOPS = 1
-"""How many hops on either side of a hop the centred (offline) shaping reads."""
+"""How many hops on either side of a hop the centred (offline) shaping reads: the reach of `_smooth`'s (1, 2, 1) / 4
+kernel (the offline analysis keeps that much context at its chunk edges)."""
 ROUND_LOW, ROUND_HIGH = 0.22, 0.5
 """Voices never heard in training are under-rounded most: their oo/oh belief peaks lower. Moving the ramp down
 from 0.35–0.7 rounds 3.8 points more of their rounded sounds (82.7 → 86.5 %, live) for 1.6 points more
