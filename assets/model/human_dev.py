@@ -18,7 +18,9 @@ forcing an alignment of the known word, with a QC step: an alignment is dropped 
 (everything not SIL) does not cover the clip's audible region well (intersection over union < 0.4;
 breaths and prevoicing around an isolated word count as audible), when any phone is shorter than
 the recognizer's 3-frame minimum, or when the search stopped before the text's last word (pocketsphinx
-then labels the words it never reached as silence).
+then labels the words it never reached as silence). A stamp's description starts with an article ("a pig"),
+which its recording often leaves out; the recognizer first decides whether the article is spoken
+(`heard_words`), and the alignment uses the words it heard.
 
 Used only to select models and report on them (`evaluate.human_dev_report`); the Debian telephony
 prompt recordings are not used here or anywhere in training. The same packages' recordings in other
@@ -42,6 +44,7 @@ _KTUBERLING_WORDS = {"palmtree": "palm tree", "fallingstar": "falling star", "mo
                      "broccolli": "broccoli", "sphynx": "sphinx", "ufo": "u f o"}
 QC_MIN_IOU = 0.4
 _SILENCES = ("<s>", "</s>", "<sil>")
+_ARTICLES = ("a", "an", "the")
 SAMPLE_RATE = 16000
 
 
@@ -98,9 +101,37 @@ def _audible(audio: np.ndarray) -> tuple[float, float] | None:
     return (loud[0] / 100, (loud[-1] + 1) / 100) if loud.size else None
 
 
+def _pcm(audio: np.ndarray) -> bytes:
+    return (np.clip(audio, -1, 1) * 32767).astype(np.int16).tobytes()
+
+
+def heard_words(decoder, audio: np.ndarray, text: str) -> str:
+    """`text` as the recording says it: without its leading article when the recognizer, free to skip it,
+    does not hear one.
+
+    Tux Paint's speaker reads many descriptions without their article ("a pig" as "pig"). Forced onto
+    such a recording, the article takes the first consonant's release: the aligner gives it the 3-frame
+    minimum, and the consonant after it starts 35-75 ms after the burst that ended it (for a /p/, after
+    the lips have parted). Any other text is returned as it is."""
+    words = text.split()
+    if len(words) < 2 or words[0] not in _ARTICLES:
+        return text
+    rest = " ".join(words[1:])
+    try:
+        decoder.add_jsgf_string("description", f"#JSGF V1.0;\ngrammar description;\npublic <words> = [ {words[0]} ] {rest} ;\n")
+        decoder.activate_search("description")
+        decoder.start_utt()
+        decoder.process_raw(_pcm(audio), full_utt=True)
+        decoder.end_utt()
+    except RuntimeError:
+        return text
+    heard = decoder.hyp()
+    return rest if heard is not None and heard.hypstr == rest else text
+
+
 def align(decoder, audio: np.ndarray, text: str) -> tuple[tuple[str, float, float], ...] | None:
     """Phones of `text` in `audio` by forced alignment, or None when QC rejects the alignment."""
-    pcm = (np.clip(audio, -1, 1) * 32767).astype(np.int16).tobytes()
+    pcm = _pcm(audio)
     try:
         decoder.set_align_text(text)
         decoder.start_utt()
@@ -135,15 +166,19 @@ def in_dictionary(decoder, words: list[str]) -> bool:
     return bool(words) and all(decoder.lookup_word(word) is not None for word in words)
 
 
-def aligned_clip(decoder, speaker: str, path: Path, text: str, words: str) -> DevClip | None:
+def aligned_clip(decoder, speaker: str, path: Path, text: str, words: str, listener=None) -> DevClip | None:
     """The recording at `path` with its phones aligned to `words` (the decoder's spelling of `text`), or
-    None when it cannot be decoded or its alignment fails QC."""
+    None when it cannot be decoded or its alignment fails QC. Given a `listener` (`text` is then `words`), a
+    leading article it does not hear is left out of both. The listener is a decoder of its own: a decoder's
+    noise estimate carries over from clip to clip, so the aligner's stays what it would be without it."""
     from studio.engine.sources import AudioInputError
 
     try:
         audio = _decode(path)
     except AudioInputError:
         return None
+    if listener is not None:
+        text = words = heard_words(listener, audio, words)
     phones = align(decoder, audio, words)
     return None if phones is None else DevClip(path, speaker, text, audio, phones)
 
@@ -153,19 +188,23 @@ def load_dev_set(log=print) -> tuple[list[DevClip], dict]:
     from pocketsphinx import Decoder
 
     decoder = Decoder(samprate=SAMPLE_RATE, loglevel="FATAL")
-    clips, dropped, unknown = [], [], []
+    listener = Decoder(samprate=SAMPLE_RATE, loglevel="FATAL")
+    clips, dropped, unknown, article_not_heard = [], [], [], []
     for speaker, path, text, name in _recordings():
         if not in_dictionary(decoder, text.split()):
             unknown.append(name)
             continue
-        clip = aligned_clip(decoder, speaker, path, text, text)
+        clip = aligned_clip(decoder, speaker, path, text, text, listener=listener)
         if clip is None:
             dropped.append(name)
             continue
+        if clip.text != text:
+            article_not_heard.append(name)
         clips.append(clip)
     summary = {"source": "Debian klettres-data, ktuberling-data (GPL-2+) and tuxpaint-stamps-default (GPL-2): "
                          "4 human speakers, letters, words, short names and an article with a noun",
                "clips": len(clips), "qc_dropped": dropped, "not_in_dictionary": unknown,
+               "article_not_heard": article_not_heard,
                "audio_s": round(sum(len(c.audio) for c in clips) / SAMPLE_RATE, 1)}
     log(f"human dev set: {len(clips)} clips, {len(dropped)} dropped by QC, {len(unknown)} not in the dictionary")
     return clips, summary

@@ -44,6 +44,41 @@ def test_a_word_aligns_into_its_phones_inside_the_audible_region():
     assert start - 0.1 <= speech[0][1] and speech[-1][2] <= end + 0.1
 
 
+def _spoken(text: str) -> np.ndarray:
+    """espeak-ng saying `text` at 16 kHz, between quarter-second pauses with a quiet room's noise floor in them."""
+    from assets.model.corpus import resample
+    from studio.speech.espeak import EspeakSynth
+
+    clip = EspeakSynth("en-us").synthesize(text)
+    speech = resample(np.asarray(clip.audio, np.float32).reshape(-1), clip.sample_rate, human_dev.SAMPLE_RATE)
+    pause = np.zeros(human_dev.SAMPLE_RATE // 4, np.float32)
+    audio = np.concatenate([pause, speech, pause])
+    return audio + np.random.default_rng(0).normal(0.0, 1e-3, len(audio)).astype(np.float32)
+
+
+def test_a_description_is_aligned_with_its_article_only_when_the_article_is_spoken():
+    decoder = Decoder(samprate=human_dev.SAMPLE_RATE, loglevel="FATAL")
+    for noun in ("penguin", "dog"):
+        assert human_dev.heard_words(decoder, _spoken(f"a {noun}"), f"a {noun}") == f"a {noun}"
+        assert human_dev.heard_words(decoder, _spoken(noun), f"a {noun}") == noun
+    assert human_dev.heard_words(decoder, _spoken("umbrella"), "umbrella") == "umbrella"
+    assert human_dev.heard_words(decoder, _spoken("a"), "a") == "a"  # the letter A is a word, not an article
+
+
+def test_a_stamp_read_without_its_article_keeps_its_first_stop_at_the_release():
+    decoder = Decoder(samprate=human_dev.SAMPLE_RATE, loglevel="FATAL")
+    speaker, path, text, _ = _recording("tuxpaint/en/animals/mammals/pig_desc.ogg")
+    assert text == "a pig"
+    forced = human_dev.aligned_clip(decoder, speaker, path, text, text)
+    listener = Decoder(samprate=human_dev.SAMPLE_RATE, loglevel="FATAL")
+    heard = human_dev.aligned_clip(decoder, speaker, path, text, text, listener=listener)
+    assert forced.text == "a pig" and heard.text == "pig"
+    release = 0.065  # the burst: the only broadband stripe before the voicing, 55-75 ms into the file
+    forced_p, heard_p = (next(p for p in clip.phones if p[0] == "P") for clip in (forced, heard))
+    assert forced_p[1] > release + 0.03  # forced to say "a", the aligner starts /p/ after the lips have parted
+    assert heard_p[1] < release < heard_p[2]
+
+
 def test_qc_rejects_an_alignment_of_the_wrong_words():
     decoder = Decoder(samprate=human_dev.SAMPLE_RATE, loglevel="FATAL")
     _, path, _, _ = _recording("ktuberling/en/umbrella.ogg")
