@@ -427,6 +427,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--report", type=Path, help="model report path (.md; .json beside it); default docs/")
     parser.add_argument("--checkpoint", type=Path, help="where the torch checkpoint goes (default build/)")
     parser.add_argument("--init", type=Path, help="warm start both models from this exported face model (.onnx)")
+    parser.add_argument("--init-member", type=int, default=0, metavar="K",
+                        help="with an averaged --init: warm start the live model from member K's weights (default 0)")
     parser.add_argument("--corpus-cache", type=Path, help="reuse (or create) the built corpus here (.npz)")
     parser.add_argument("--offline-only", action="store_true",
                         help="keep the live model given by --init; train only the offline model's wide net from it")
@@ -442,13 +444,17 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--offline-only needs --init LIVE_MODEL.onnx (the live model the offline model starts from)")
     if args.wide_from_member and not args.offline_only:
         parser.error("--wide-from-member needs --offline-only (it picks the wide net's start from --init's average)")
-    if args.wide_from_member:
-        import onnx
+    if args.init_member and (args.init is None or args.offline_only):
+        parser.error("--init-member needs --init and no --offline-only (it picks the live model's start from --init's "
+                     "average; --offline-only keeps member 0 as the live net)")
+    for option, member in (("--wide-from-member", args.wide_from_member), ("--init-member", args.init_member)):
+        if member:
+            import onnx
 
-        try:
-            check_member(onnx.load(str(args.init), load_external_data=False), args.init, args.wide_from_member)
-        except ValueError as error:
-            parser.error(f"--wide-from-member: {error}")
+            try:
+                check_member(onnx.load(str(args.init), load_external_data=False), args.init, member)
+            except ValueError as error:
+                parser.error(f"{option}: {error}")
     config = TrainConfig.tiny() if args.tiny else TrainConfig(minutes=14.0)
     if args.minutes is not None:
         config.minutes = args.minutes
@@ -483,7 +489,8 @@ def main(argv: list[str] | None = None) -> None:
         paths = {"fp32": args.init, "int8": args.init.with_name("face_int8.onnx")}
         summary = _previous_training_summary(args.report)
     else:
-        live, summary = train(live_config, examples=examples, corpus_s=corpus_s, init=args.init)
+        live, summary = train(live_config, examples=examples, corpus_s=corpus_s, init=args.init,
+                              init_member=args.init_member)
         save_checkpoint(live, live_config, checkpoint)
         paths = export_all(live, args.out)
     offline, offline_summary = train_offline(live, paths["fp32"], examples,

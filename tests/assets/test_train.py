@@ -1,6 +1,7 @@
 import numpy as np
+import pytest
 
-from assets.model.train import DEADLINE_MINUTES, EVALUATION_RESERVE_S, colour, fitted_budgets
+from assets.model.train import DEADLINE_MINUTES, EVALUATION_RESERVE_S, colour, fitted_budgets, main
 from studio.engine.features import LogMelExtractor
 
 
@@ -56,3 +57,14 @@ def test_a_slow_corpus_phase_shortens_both_trainings_so_make_model_ends_by_the_d
 
 def test_however_slow_the_machine_each_training_keeps_a_fifth_of_its_budget():
     assert fitted_budgets(corpus_s=3600.0, live_minutes=14.0, offline_minutes=10.0) == (14.0 * 0.2, 10.0 * 0.2)
+
+
+def test_a_member_of_an_averaged_start_that_is_missing_or_cannot_be_used_is_refused_before_any_work(capsys):
+    shipped = "assets/models/face_fp32.onnx"  # the shipped live model: an average of two nets
+    for argv, says in ((["--init-member", "1"], "--init-member needs --init"),
+                       (["--init", shipped, "--offline-only", "--init-member", "1"], "--init-member needs --init"),
+                       (["--init", shipped, "--init-member", "2"], "--init-member: " + shipped + ": no member 2"),
+                       (["--init", shipped, "--offline-only", "--wide-from-member", "3"], "--wide-from-member: ")):
+        with pytest.raises(SystemExit):
+            main(argv)
+        assert says in capsys.readouterr().err
