@@ -447,12 +447,15 @@ def main(argv: list[str] | None = None) -> None:
     if args.init_member and (args.init is None or args.offline_only):
         parser.error("--init-member needs --init and no --offline-only (it picks the live model's start from --init's "
                      "average; --offline-only keeps member 0 as the live net)")
-    for option, member in (("--wide-from-member", args.wide_from_member), ("--init-member", args.init_member)):
-        if member:
-            import onnx
+    chosen = {option: member for option, member in (("--wide-from-member", args.wide_from_member),
+                                                   ("--init-member", args.init_member)) if member}
+    if chosen:
+        import onnx
 
+        averaged = onnx.load(str(args.init), load_external_data=False)
+        for option, member in chosen.items():
             try:
-                check_member(onnx.load(str(args.init), load_external_data=False), args.init, member)
+                check_member(averaged, args.init, member)
             except ValueError as error:
                 parser.error(f"{option}: {error}")
     config = TrainConfig.tiny() if args.tiny else TrainConfig(minutes=14.0)
