@@ -243,9 +243,9 @@ def _gpu() -> dict:
 
     from studio.engine.face_model import FaceModel
 
-    model = FaceModel("fp32", providers=["CUDAExecutionProvider", "CPUExecutionProvider"])
-    figures: dict[str, object] = {"providers": list(model.providers)}
-    if "CUDAExecutionProvider" not in model.providers:
+    model = FaceModel("fp32")  # CUDA first when onnxruntime offers it, as the engine and lipsync ask
+    figures: dict[str, object] = {"requested_providers": model.requested_providers, "providers": model.providers}
+    if model.provider != "CUDAExecutionProvider":
         figures["note"] = "no usable NVIDIA GPU / CUDA provider here: GPU figures not measured"
         return figures
     features = np.zeros((1, 80), np.float32)

@@ -85,6 +85,7 @@ def bench_engine(seconds: float = 10.0, rounds: int = 3) -> dict:
         except Exception as error:  # a variant that is not built yet
             result[f"{variant}_error"] = str(error)
             continue
+        result[f"{variant}_provider"] = engine.face_provider  # CUDA where onnxruntime-gpu finds a GPU, else CPU
         costs: dict[str, list[float]] = {stage: [] for stage in ("hop", "engine_loop_hop", *stages)}
         for _ in range(rounds):
             features, prosody, motion = LogMelExtractor(), ProsodyTracker(), MotionGenerator()

@@ -21,6 +21,8 @@ from studio.paths import asset_path
 
 VARIANTS = ("fp32", "int8", "offline")  # live fp32 / int8, and the full-context offline model
 N_MELS = 80
+CUDA_PROVIDER = "CUDAExecutionProvider"
+CPU_PROVIDER = "CPUExecutionProvider"
 
 
 class FaceModelError(RuntimeError):
@@ -43,10 +45,16 @@ def default_model_path(variant: str) -> Path:
     return asset_path("models", f"face_{variant}.onnx")
 
 
-def cuda_available() -> bool:
+def default_providers() -> list[str]:
+    """CUDA first where onnxruntime offers it (the `gpu` extra, onnxruntime-gpu), then the CPU.
+
+    onnxruntime-gpu lists CUDA even where no usable GPU or driver is found; the session then falls back
+    to the CPU without raising, so `FaceModel.provider` says which one actually runs.
+    """
     import onnxruntime
 
-    return "CUDAExecutionProvider" in onnxruntime.get_available_providers()
+    cuda = [CUDA_PROVIDER] if CUDA_PROVIDER in onnxruntime.get_available_providers() else []
+    return [*cuda, CPU_PROVIDER]
 
 
 class FaceModel:
@@ -59,6 +67,8 @@ class FaceModel:
         providers: list[str] | None = None,
         threads: int = 1,
     ) -> None:
+        """`providers`: onnxruntime execution providers in priority order; by default `default_providers()`
+        (CUDA first when onnxruntime offers it). Those onnxruntime lacks are left out, and the CPU is always last."""
         try:
             import onnxruntime
         except ImportError:
@@ -72,9 +82,9 @@ class FaceModel:
         if not self.path.is_file():
             raise FaceModelError(f"face model file not found: {self.path}")
         available = onnxruntime.get_available_providers()
-        wanted = [p for p in (providers or ["CPUExecutionProvider"]) if p in available]
-        if "CPUExecutionProvider" not in wanted:
-            wanted.append("CPUExecutionProvider")
+        wanted = [p for p in (providers or default_providers()) if p in available and p != CPU_PROVIDER]
+        wanted.append(CPU_PROVIDER)
+        self.requested_providers = wanted  # what the session was asked for; `providers` is what it runs on
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
@@ -111,6 +121,11 @@ class FaceModel:
     def providers(self) -> list[str]:
         """Execution providers actually active, in priority order (CUDA first when in use)."""
         return list(self._session.get_providers())
+
+    @property
+    def provider(self) -> str:
+        """The execution provider that runs the model: CUDAExecutionProvider or CPUExecutionProvider."""
+        return self.providers[0]
 
     @property
     def lookahead_frames(self) -> int:

@@ -255,6 +255,11 @@ class Engine:
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
+    @property
+    def face_provider(self) -> str:
+        """Where the face model runs: onnxruntime's CUDAExecutionProvider or CPUExecutionProvider (for the status bar)."""
+        return self.model.provider
+
     def set_style(self, style: MotionStyle) -> None:
         self.motion.set_style(style)
 

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from studio.engine.face_model import FaceModel, FaceModelError, default_model_path
+from studio.engine.face_model import CPU_PROVIDER, CUDA_PROVIDER, FaceModel, FaceModelError, default_model_path
 from studio.engine.features import LogMelExtractor
 
 
@@ -93,10 +93,41 @@ def test_int8_loads_and_stays_close_to_fp32(fp32):
     assert nearest.max() < 0.25
 
 
-def test_cpu_provider_is_reported_and_cuda_request_falls_back_or_is_used():
-    model = FaceModel("fp32", providers=["CUDAExecutionProvider", "CPUExecutionProvider"])
-    assert model.providers[-1] == "CPUExecutionProvider"
-    assert set(model.providers) <= {"CUDAExecutionProvider", "CPUExecutionProvider"}
+@pytest.fixture
+def onnxruntime_offering_cuda(monkeypatch):
+    """onnxruntime as onnxruntime-gpu presents itself: CUDA listed. Each real session's `providers` is recorded."""
+    import onnxruntime
+
+    asked: list[list[str]] = []
+    real_session = onnxruntime.InferenceSession
+
+    def recording_session(path, options=None, providers=None, **kwargs):
+        asked.append(list(providers))
+        return real_session(path, options, providers=[p for p in providers if p != CUDA_PROVIDER], **kwargs)
+
+    monkeypatch.setattr(onnxruntime, "get_available_providers", lambda: [CUDA_PROVIDER, CPU_PROVIDER])
+    monkeypatch.setattr(onnxruntime, "InferenceSession", recording_session)
+    return asked
+
+
+def test_the_engine_and_lipsync_ask_for_cuda_first_when_onnxruntime_offers_it(onnxruntime_offering_cuda):
+    from studio.engine.offline import StreamingAnalysis
+    from studio.engine.pipeline import Engine
+
+    engine = Engine()
+    analysis = StreamingAnalysis()
+    assert onnxruntime_offering_cuda == [[CUDA_PROVIDER, CPU_PROVIDER]] * 2
+    assert engine.model.requested_providers == analysis.model.requested_providers == [CUDA_PROVIDER, CPU_PROVIDER]
+    assert engine.face_provider == CPU_PROVIDER, "the session says what it runs on, not what it was asked for"
+
+
+def test_without_cuda_only_the_cpu_is_asked_for_and_reported(monkeypatch):
+    import onnxruntime
+
+    monkeypatch.setattr(onnxruntime, "get_available_providers", lambda: [CPU_PROVIDER])  # the `cpu` extra's
+    model = FaceModel("fp32", providers=[CUDA_PROVIDER, CPU_PROVIDER])
+    assert model.requested_providers == [CPU_PROVIDER]
+    assert model.providers == [CPU_PROVIDER] and model.provider == CPU_PROVIDER
 
 
 def test_corrupt_model_file_error_names_the_file(tmp_path):
