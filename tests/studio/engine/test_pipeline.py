@@ -228,8 +228,11 @@ def test_below_100_fps_each_frame_shows_the_newest_hop_the_model_has_given(fps):
 
 
 def test_a_failing_source_leaves_the_engine_idle_with_a_message():
+    reads = []
+
     class Broken(FileSource):
         def read_available(self):
+            reads.append(self)
             raise OSError("device on fire")
 
     engine = Engine()
@@ -239,8 +242,14 @@ def test_a_failing_source_leaves_the_engine_idle_with_a_message():
     engine.start()
     try:
         wait_until(lambda: "device on fire" in engine.status, what="the error in the status")
-        count = len(queue)
-        wait_until(lambda: len(queue) > count + 10, what="idle frames after the error")
+        queue.drain()
+        wait_until(lambda: len(queue) > 10, what="idle frames after the error")
+        assert engine.running, "the engine thread survives its source"
+        assert len(reads) == 1, "idle: a source that failed is not read again"
+        assert engine.source_error == f"{source.name}: device on fire" and engine.status == engine.source_error
+        after = queue.drain()
+        assert all(f.voice_activity == 0.0 and mouth_openness(f.arkit) < 0.05 for f in after), "the mouth rests"
+        assert all(b.media_time_s > a.media_time_s for a, b in zip(after, after[1:])), "idle frames go on"
     finally:
         engine.stop()
 
