@@ -19,18 +19,30 @@ def check_cue(index: int, text: str) -> str:
 
 
 class CueList:
-    """Lines to speak in order; `playing` is the index being spoken (None when silent), `next_index` what follows.
+    """Lines to speak in order; `playing` is the index being spoken (None when silent), `next_index` what follows
+    (None once the last line has started: the list has ended).
 
-    `changed()` fires whenever the lines, the playing cue or the next cue change.
+    With `wrap` on, "next" at the end starts again at the first line instead of refusing, so a key pressed at
+    the end still speaks. `changed()` fires whenever the lines, the playing or next cue, or `wrap` change.
     """
 
     changed = Signal()
 
-    def __init__(self, lines: list[str] | tuple[str, ...] = ()) -> None:
+    def __init__(self, lines: list[str] | tuple[str, ...] = (), wrap: bool = True) -> None:
         self.lines: list[str] = []
         self.playing: int | None = None
         self.next_index: int | None = None
+        self.wrap = wrap
         self.set_lines(lines)
+
+    @property
+    def ended(self) -> bool:
+        """Every line has been started: "next" either wraps to the first line or has nothing to speak."""
+        return bool(self.lines) and self.next_index is None
+
+    def set_wrap(self, wrap: bool) -> None:
+        self.wrap = bool(wrap)
+        self.changed.emit()
 
     def set_lines(self, lines) -> None:
         lines = [check_cue(i, line) for i, line in enumerate(lines)]
@@ -40,11 +52,16 @@ class CueList:
         self.changed.emit()
 
     def start(self, index: int | None = None) -> str:
-        """Mark cue `index` (default: the next one) as playing and return its text."""
-        index = self.next_index if index is None else index
-        if index is None or not 0 <= index < len(self.lines):
-            raise PresetError("no cue to speak: the list is empty or at its end" if index is None
-                              else f"cue {index + 1} does not exist; the list has {len(self.lines)}")
+        """Mark cue `index` (default: the next one, the first again once the list ended and `wrap` is on) as
+        playing and return its text; PresetError when there is nothing to speak, saying why."""
+        if index is None:
+            index = 0 if self.ended and self.wrap else self.next_index
+        if index is None:
+            raise PresetError("no cue to speak: the cue list is empty" if not self.lines else
+                              f"the cue list has ended (all {len(self.lines)} cues spoken): turn on Wrap around "
+                              "to start again at cue 1, or pick a cue")
+        if not 0 <= index < len(self.lines):
+            raise PresetError(f"cue {index + 1} does not exist; the list has {len(self.lines)}")
         text = check_cue(index, self.lines[index])
         self.playing = index
         self.next_index = index + 1 if index + 1 < len(self.lines) else None

@@ -16,10 +16,20 @@ def test_cue_list_tracks_playing_and_next():
     cues.changed.connect(lambda: ticks.append((cues.playing, cues.next_index)))
     assert cues.start() == "One." and (cues.playing, cues.next_index) == (0, 1)
     cues.finish()
-    assert cues.start(2) == "Three." and cues.next_index is None
-    with pytest.raises(PresetError, match="no cue to speak"):
-        cues.start()
+    assert cues.start(2) == "Three." and cues.next_index is None and cues.ended
     assert ticks == [(0, 1), (None, 1), (2, None)]
+
+
+def test_next_at_the_end_of_the_cue_list_wraps_or_says_the_list_ended():
+    cues = CueList(["One.", "Two."])
+    cues.start(1)
+    assert cues.ended and cues.start() == "One." and (cues.playing, cues.next_index) == (0, 1)
+    cues.start(1)
+    cues.set_wrap(False)
+    with pytest.raises(PresetError, match="the cue list has ended .all 2 cues spoken.: turn on Wrap around"):
+        cues.start()
+    with pytest.raises(PresetError, match="the cue list is empty"):
+        CueList([]).start()
 
 
 @pytest.mark.parametrize(("line", "why"), [("", "it is empty"), ("   ", "it is empty"),

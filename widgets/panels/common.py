@@ -1,4 +1,5 @@
-"""Small pieces the panels share: section headers, the error line, document editing, blocked widget updates."""
+"""Small pieces the panels share: section headers, the error line, toggle buttons, document editing, blocked
+widget updates."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from PySide6.QtCore import QSignalBlocker, Qt
-from PySide6.QtWidgets import QFrame, QLabel, QLayout, QScrollArea, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFrame, QLabel, QLayout, QPushButton, QScrollArea, QVBoxLayout, QWidget
 
 from studio.presets import PresetError
 
@@ -38,6 +39,38 @@ class MessageLine(QLabel):
     def clear_message(self) -> None:
         self.setText("")
         self.setVisible(False)
+
+
+class ToggleButton(QPushButton):
+    """A checkable button whose on state cannot be taken for off: another text and a filled colour.
+
+    The text follows the state however it is set (a click, `setChecked` from the model with signals
+    blocked), and the button is as wide as its longer text so that toggling never moves its neighbours.
+    """
+
+    def __init__(self, off_text: str, on_text: str, on_color: str = "#3d6fb4") -> None:
+        super().__init__(off_text)
+        self.off_text, self.on_text = off_text, on_text
+        self.setCheckable(True)
+        self.setStyleSheet(f"QPushButton:checked {{ background: {on_color}; color: white; font-weight: 700;"
+                           " border: 1px solid #f0f0f0; border-radius: 3px; padding: 3px 8px; }")
+        widths = []
+        for text in (on_text, off_text):
+            self.setText(text)
+            widths.append(self.sizeHint().width())
+        self.setMinimumWidth(max(widths) + 12)  # the on text is drawn bold
+        self._show_state()
+
+    def _show_state(self) -> None:
+        self.setText(self.on_text if self.isChecked() else self.off_text)
+
+    def checkStateSet(self) -> None:  # noqa: N802 - Qt override: setChecked, signals blocked or not
+        super().checkStateSet()
+        self._show_state()
+
+    def nextCheckState(self) -> None:  # noqa: N802 - Qt override: a click
+        super().nextCheckState()
+        self._show_state()
 
 
 class DocumentEditing:

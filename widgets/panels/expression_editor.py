@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
 from studio.avatar.arkit import ARKIT_NAMES
 from studio.expressions import REGIONS, ExpressionEditor
 from studio.presets import PresetError
-from widgets.panels.common import MessageLine, blocked, section
+from widgets.panels.common import MessageLine, ToggleButton, blocked, section
 
 SLIDER_STEPS = 100
 
@@ -119,9 +119,10 @@ class ShapeRow:
         self.value = QLabel("0.00")
         self.value.setMinimumWidth(32)
         self.solo, self.mute = QToolButton(), QToolButton()
-        for button, text, which in ((self.solo, "S", "solo"), (self.mute, "M", "mute")):
+        for button, text, which, color in ((self.solo, "S", "solo", "#b8a000"), (self.mute, "M", "mute", "#c62828")):
             button.setText(text)
             button.setCheckable(True)
+            button.setStyleSheet(f"QToolButton:checked {{ background: {color}; color: white; font-weight: 700; }}")
             button.setToolTip(f"{which} {name}")
             button.toggled.connect(lambda on, w=which: panel.editor.set_flag(w, name, on))
         for column, widget in enumerate((self.label, self.slider, self.value, self.solo, self.mute)):
@@ -137,11 +138,9 @@ class ExpressionEditorPanel(QWidget):
         self.message = MessageLine()
         self.selected = "jawOpen"
 
-        self.mirror = QPushButton("Mirror L/R")
-        self.mirror.setCheckable(True)
+        self.mirror = ToggleButton("Mirror L/R", "Mirror L/R ✓")
         self.mirror.toggled.connect(self.editor.set_mirror)
-        self.before = QPushButton("Before")
-        self.before.setCheckable(True)
+        self.before = ToggleButton("Before", "Before ✓", on_color="#b26a00")
         self.before.setToolTip("Show the face without this editor's pose, gains and caps")
         self.before.toggled.connect(self.editor.set_before)
         self.undo_button = QPushButton("Undo")
@@ -177,6 +176,8 @@ class ExpressionEditorPanel(QWidget):
         self.cap = QDoubleSpinBox()
         self.cap.setRange(0.0, 1.0)
         self.cap.setSingleStep(0.05)
+        for box in (self.gain, self.cap):  # "0.6" typed is one value, not 0 committed at the first key
+            box.setKeyboardTracking(False)
         self.gain.valueChanged.connect(lambda v: self.set_gain_cap(self.selected, gain=v))
         self.cap.valueChanged.connect(lambda v: self.set_gain_cap(self.selected, cap=v))
         self.curve = CurveView()

@@ -9,6 +9,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
+    QCheckBox,
     QDialog,
     QDialogButtonBox,
     QDoubleSpinBox,
@@ -25,7 +26,7 @@ from PySide6.QtWidgets import (
 
 from studio.hotkeys import OPERATOR_ACTIONS
 from studio.presets import PresetError
-from widgets.panels.common import MessageLine, scrolling, section
+from widgets.panels.common import MessageLine, ToggleButton, blocked, scrolling, section
 
 
 class OperatorPanel(QWidget):
@@ -48,15 +49,18 @@ class OperatorPanel(QWidget):
         speak_next.clicked.connect(lambda: self.controls.speak_cue())
         speak_selected = QPushButton("Speak selected")
         speak_selected.clicked.connect(lambda: self.controls.speak_cue(max(0, self.cue_list.currentRow())))
+        self.wrap_box = QCheckBox("Wrap around")
+        self.wrap_box.setToolTip("At the end of the list, the next-cue key starts again at cue 1")
+        self.wrap_box.setChecked(controls.cues.wrap)
+        self.wrap_box.toggled.connect(controls.cues.set_wrap)
         cue_buttons = QHBoxLayout()
         cue_buttons.addWidget(speak_next)
         cue_buttons.addWidget(speak_selected)
+        cue_buttons.addWidget(self.wrap_box)
 
-        self.mute_button = QPushButton("Mute")
-        self.mute_button.setCheckable(True)
+        self.mute_button = ToggleButton("Mute", "Muted", on_color="#c62828")
         self.mute_button.toggled.connect(self.controls.set_muted)
-        self.pause_button = QPushButton("Pause")
-        self.pause_button.setCheckable(True)
+        self.pause_button = ToggleButton("Pause", "Paused", on_color="#b26a00")
         self.pause_button.clicked.connect(lambda: self.controls.pause_resume())
         self.neutral_button = QPushButton("Neutral (panic)")
         self.neutral_button.setStyleSheet("QPushButton { background: #6b2b2b; color: white; font-weight: 600; }")
@@ -117,6 +121,7 @@ class OperatorPanel(QWidget):
                 spin.setSingleStep(0.05)
                 spin.setValue(value)
                 spin.setSuffix(" s")
+                spin.setKeyboardTracking(False)  # a typed "0.25" is one value, committed on Enter or leaving the box
                 spin.setMaximumWidth(76)
                 spin.setToolTip(tip)
                 spin.valueChanged.connect(lambda v, n=name, f=field: self.controls.set_fade(n, f, v))
@@ -185,6 +190,15 @@ class OperatorPanel(QWidget):
                 item.setForeground(QColor("#8fb3ff"))
             self.cue_list.addItem(item)
         playing = "—" if cues.playing is None else f"{cues.playing + 1}. {cues.lines[cues.playing]}"
-        following = "end of list" if cues.next_index is None else f"{cues.next_index + 1}. {cues.lines[cues.next_index]}"
+        if not cues.lines:
+            following = "nothing: the persona has no cue lines"
+        elif not cues.ended:
+            following = f"{cues.next_index + 1}. {cues.lines[cues.next_index]}"
+        elif cues.wrap:
+            following = f"the list has ended; starts again at 1. {cues.lines[0]}"
+        else:
+            following = "the list has ended (turn on Wrap around, or pick a cue)"
         key = self.controls.hotkeys.key_for("next cue")
         self.cue_status.setText(f"Playing: {playing}\nNext ({key}): {following}")
+        with blocked(self.wrap_box):
+            self.wrap_box.setChecked(cues.wrap)

@@ -343,6 +343,8 @@ class StudioPanels:
             self.report(self.operator_panel, str(error))
 
     def speak_cue(self, index: int | None = None) -> bool:
+        """Speak cue `index` (default: the next one); at the end of the list say so, and wrap if allowed."""
+        wrapping = index is None and self.cues.ended and self.cues.wrap
         try:
             text = self.cues.start(index)
         except PresetError as error:
@@ -355,7 +357,14 @@ class StudioPanels:
             self.cues.finish()
             self.report(self.operator_panel, f"Could not speak cue: {self.window.engine.state}")
             return False
-        self.operator_panel.message.clear_message()
+        if wrapping:
+            self.operator_panel.message.info(f"The cue list had ended: starting again at cue 1 of {len(self.cues.lines)}")
+            self.window.statusBar().showMessage(self.operator_panel.message.text(), 8000)
+        elif self.cues.ended:
+            self.operator_panel.message.info(f"Last cue ({len(self.cues.lines)} of {len(self.cues.lines)}): the list ends here")
+            self.window.statusBar().showMessage(self.operator_panel.message.text(), 8000)
+        else:
+            self.operator_panel.message.clear_message()
         return True
 
     def set_muted(self, on: bool) -> None:
