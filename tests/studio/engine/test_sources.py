@@ -218,27 +218,57 @@ def test_a_stream_that_dies_is_reported_and_restart_recovers():
         source.stop()
 
 
-@needs_pulse
-def test_unloading_the_pulse_source_never_breaks_the_reader(monkeypatch):
-    def pactl(*args):
-        return subprocess.run(["pactl", *args], check=True, capture_output=True, text=True).stdout.strip()
+def _pactl(*args: str) -> str:
+    return subprocess.run(["pactl", *args], check=True, capture_output=True, text=True).stdout.strip()
 
-    module = pactl("load-module", "module-null-source", "source_name=c3_vanishing_mic")
+
+def _source_of_the_only_capture_stream() -> str:
+    """The name of the PulseAudio source this process's one capture stream records from."""
+    streams = _pactl("list", "short", "source-outputs").splitlines()
+    assert len(streams) == 1, f"expected one capture stream, PulseAudio has {streams}"
+    index = streams[0].split()[1]
+    return next(line.split()[1] for line in _pactl("list", "short", "sources").splitlines() if line.split()[0] == index)
+
+
+@needs_pulse
+def test_unloading_the_pulse_source_moves_the_capture_to_the_default_input(monkeypatch):
+    """PulseAudio rescues a stream whose source goes away: the microphone carries on from the default input
+    (the services' `vmic`), with no error, and the media clock keeps counting."""
+    module = _pactl("load-module", "module-null-source", "source_name=c3_vanishing_mic")
     monkeypatch.setenv("PULSE_SOURCE", "c3_vanishing_mic")
     source = MicrophoneSource("pulse")
     try:
         source.start()
         wait_until(lambda: len(source.read_available()[1]) > 0, what="samples before unplugging")
-        pactl("unload-module", module)
+        assert _source_of_the_only_capture_stream() == "c3_vanishing_mic"
+        _pactl("unload-module", module)
         module = None
         position = source.read_available()[0]
-        # PulseAudio may move the stream to another source (audio goes on) or drop it (an error is reported)
         wait_until(lambda: source.error or source.read_available()[0] > position + ENGINE_RATE,
-                   what="either recovery by PulseAudio or a reported error")
+                   what="a second of audio or an error after unplugging")
+        assert source.error is None and source.status.endswith(": listening")
+        assert _source_of_the_only_capture_stream() == "vmic"
     finally:
         source.stop()
         if module is not None:
-            pactl("unload-module", module)
+            _pactl("unload-module", module)
+
+
+@needs_pulse
+def test_an_input_that_stops_delivering_audio_is_reported_as_lost(monkeypatch):
+    module = _pactl("load-module", "module-null-source", "source_name=c3_sleepy_mic")
+    monkeypatch.setenv("PULSE_SOURCE", "c3_sleepy_mic")
+    source = MicrophoneSource("pulse")
+    try:
+        source.start()
+        wait_until(lambda: len(source.read_available()[1]) > 0, what="samples before the input goes quiet")
+        _pactl("suspend-source", "c3_sleepy_mic", "1")  # no more blocks, as from a stalled USB microphone
+        wait_until(lambda: source.read_available() and source.error, what="the lost input reported")
+        assert "no audio from the input device" in source.error and "restart()" in source.error
+        assert source.status.endswith(source.error)
+    finally:
+        source.stop()
+        _pactl("unload-module", module)
 
 
 def test_resample_clip_matches_the_polyphase_resampler_on_speech_band_tones():
