@@ -130,12 +130,19 @@ def test_cue_list_speaks_shows_playing_and_next_pauses_resumes_mutes(studio_wind
     status = panels.operator_panel.cue_status.text()
     assert "Playing: 1. Hello!" in status and "Next (Space): 2. Thanks" in status
     assert panels.operator_panel.cue_list.item(0).text().startswith("▶")
-    qtbot.wait(600)
+    spoken, engine = window.engine.source, window.engine.engine
+    line = spoken.clip
+    qtbot.waitUntil(lambda: engine.source is spoken, timeout=10000)  # started on the engine thread
+    qtbot.waitUntil(lambda: engine.media_time_now() - engine.source_start_media_s > 0.3, timeout=10000)
     assert panels.pause_resume() and window.engine.source is None and panels.paused_clip is not None
-    remaining = panels.paused_clip.duration_s
-    assert 0 < remaining < window.engine.engine.source.clip.duration_s if window.engine.engine.source else remaining > 0
+    rest = panels.paused_clip
+    heard_s = (len(line.audio) - len(rest.audio)) / line.sample_rate
+    assert 0.25 < heard_s < line.duration_s, "paused after the part already heard, before the end"
+    np.testing.assert_array_equal(rest.audio, line.audio[len(line.audio) - len(rest.audio):])
+    assert [p.symbol for p in rest.phonemes] == [p.symbol for p in line.phonemes if p.end_s > heard_s]
     assert panels.cues.playing == 0, "a paused cue still counts as playing"
     assert panels.pause_resume() and isinstance(window.engine.source, ClipSource)
+    assert window.engine.source.clip is rest, "resumes where it stopped, not from the start"
     panels.set_muted(True)
     assert window.engine.engine.speaker.muted
     qtbot.waitUntil(lambda: panels.cues.playing is None, timeout=60000)
