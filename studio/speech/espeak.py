@@ -169,7 +169,7 @@ class _Engine:
         self._callback = _SYNTH_CALLBACK(self._on_synth)  # kept referenced: C holds the pointer
         lib.espeak_SetSynthCallback(self._callback)
         self.current: tuple[str, int, int] | None = None
-        self.voice_ids, self.languages = self._list_voices()
+        self.voice_ids, self.languages, self.voice_files = self._list_voices()
         self.variants = self._list_variants()
 
     def _on_synth(self, wav, num_samples, events) -> int:
@@ -190,11 +190,12 @@ class _Engine:
             index += 1
         return 0
 
-    def _list_voices(self) -> tuple[dict[str, str], dict[str, str]]:
+    def _list_voices(self) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
         """Accepted voice names (language, file name, given name; lower case) → language code, and
         the canonical names (voice file names, e.g. 'en', 'en-us', 'en-gb-x-rp') → language code."""
         names: dict[str, str] = {}
         languages: dict[str, str] = {}
+        files: dict[str, str] = {}  # any accepted name -> the voice file espeak_SetVoiceByName loads ('en-gb' -> 'en')
         voices = self.lib.espeak_ListVoices(None)
         index = 0
         while voices[index]:
@@ -205,9 +206,10 @@ class _Engine:
             name = voice.name.decode()
             for key in (language, identifier, name, identifier.rsplit("/", 1)[-1]):
                 names.setdefault(key.lower(), language)
+                files.setdefault(key.lower(), identifier.rsplit("/", 1)[-1])
             languages[identifier.rsplit("/", 1)[-1].lower()] = language
             index += 1
-        return names, languages
+        return names, languages, files
 
     def _list_variants(self) -> dict[str, str]:
         folder = os.path.join(self.data_path, "voices", "!v")
@@ -227,8 +229,8 @@ class _Engine:
             if canonical is None:
                 some = ", ".join(list(self.variants.values())[:12])
                 raise SpeechError(f"unknown voice variant {variant!r} in voice {voice!r}; allowed e.g. {some}")
-            return f"{base}+{canonical}", language
-        return base, language
+            return f"{self.voice_files[base.lower()]}+{canonical}", language
+        return self.voice_files[base.lower()], language
 
     def configure(self, voice: str, rate_wpm: int, pitch: int) -> None:
         if self.current == (voice, rate_wpm, pitch):

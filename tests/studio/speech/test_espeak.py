@@ -114,3 +114,15 @@ def test_benchmark_reports_units():
     report = benchmark_tts(repeats=2)
     assert set(report) >= {"tts_synth_ms_per_s_audio", "tts_first_audio_ms", "tts_audio_s"}
     assert report["tts_audio_s"] > 1.0 and report["tts_synth_ms_per_s_audio"] > 0
+
+
+def test_every_built_in_persona_voice_speaks():
+    """'en-gb' is a language of the voice file 'en', not a file name: it must still load (the clinician's voice)."""
+    from studio.library import Library
+    from studio.presets import Persona
+
+    personas = Library(Persona)
+    for name in personas.names():
+        voice = personas.load(name).voice
+        clip = EspeakSynth(voice.name, voice.rate_wpm, voice.pitch).synthesize("Hello there.")
+        assert clip.audio.size > 0, name
