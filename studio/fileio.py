@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
+
+from studio.paths import user_config_dir
 
 
 def output_file_problem(path: str | os.PathLike) -> str | None:
@@ -79,3 +82,40 @@ def atomic_writer(path: str | os.PathLike, encoding: str | None = "utf-8") -> It
     except BaseException:
         Path(temp_name).unlink(missing_ok=True)
         raise
+
+
+RECENT_FOLDERS_FILE = "recent-folders.json"
+
+
+def _recent_folders_path() -> Path:
+    return user_config_dir() / RECENT_FOLDERS_FILE
+
+
+def _recent_folders() -> dict[str, str] | None:
+    """The remembered folders by purpose; None when the file is unreadable (it is then kept aside, not lost)."""
+    path = _recent_folders_path()
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError):
+        return None
+    return {k: v for k, v in data.items() if isinstance(v, str)} if isinstance(data, dict) else None
+
+
+def remembered_folder(purpose: str, default: Path) -> Path:
+    """The folder last used for `purpose` (e.g. "export") while it still exists, else `default` (created)."""
+    folder = (_recent_folders() or {}).get(purpose)
+    if folder and Path(folder).is_dir():
+        return Path(folder)
+    default.mkdir(parents=True, exist_ok=True)
+    return default
+
+
+def remember_folder(purpose: str, folder: str | os.PathLike) -> None:
+    """Keep `folder` as the one to start in next time for `purpose` (a small JSON file in the config folder)."""
+    known = _recent_folders()
+    data = dict(known or {})
+    data[purpose] = str(Path(folder).resolve())
+    atomic_write(_recent_folders_path(), json.dumps(data, indent=1) + "\n",
+                 keep_previous_as=None if known is not None else f"{RECENT_FOLDERS_FILE}.bad")

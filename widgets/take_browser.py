@@ -42,8 +42,9 @@ from PySide6.QtWidgets import (  # noqa: E402
     QWidget,
 )
 
+from studio.fileio import remember_folder, remembered_folder  # noqa: E402
 from studio.frame import FrameState  # noqa: E402
-from studio.paths import recordings_dir  # noqa: E402
+from studio.paths import recordings_dir, user_data_dir  # noqa: E402
 from studio.recording.take import (  # noqa: E402
     Take,
     TakeError,
@@ -142,9 +143,10 @@ class TakesPanel(QWidget):
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.DoubleClicked | QAbstractItemView.EditTrigger.EditKeyPressed)
         header = self.table.horizontalHeader()
-        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        for column in range(1, len(COLUMNS)):
+        for column in range(len(COLUMNS)):  # a name is read whole ("take-2026-12-04-101530"), never cut to "tak…"
             header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
+        header.setStretchLastSection(True)
+        self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)  # if ever too narrow, the distinct end shows
         self.table.itemChanged.connect(self._renamed)
         self.table.itemDoubleClicked.connect(lambda item: controller.load_selected() if item.column() else None)
 
@@ -213,6 +215,11 @@ class TakesPanel(QWidget):
             self.controller.rename(item.data(Qt.ItemDataRole.UserRole), item.text())
 
 
+def export_folder() -> Path:
+    """Where an export dialog starts: the folder last exported to, else the studio's exports folder."""
+    return remembered_folder("export", user_data_dir() / "exports")
+
+
 class ExportDialog(QDialog):
     """Where to, and for video the size, frame rate and background (alpha only in MOV and WebM)."""
 
@@ -222,7 +229,7 @@ class ExportDialog(QDialog):
         super().__init__(parent)
         self.kind = kind
         self.setWindowTitle(f"Export {info.name} as {kind.upper()}")
-        self.path = QLineEdit(str(Path.home() / f"{info.name}.{kind}"))
+        self.path = QLineEdit(str(export_folder() / f"{info.name}.{kind}"))
         self.path.setMinimumWidth(380)
         browse = QPushButton("Browse…")
         browse.clicked.connect(self._browse)
@@ -366,7 +373,19 @@ class RecordingController(QObject):
         self.refresh(select=recorder.folder.name)
         self.window.statusBar().showMessage(f"Recorded take {recorder.folder.name}: {manifest.get('duration_s', 0):.1f} s, "
                                             f"{recorder.frames_written} frames", 8000)
+        if not recorder.holds_sound:
+            self._warn_silent(recorder)
         return manifest
+
+    def _warn_silent(self, recorder) -> None:
+        """A take without sound is kept, but the operator hears about it now rather than at the export."""
+        audio = ("no audio at all" if recorder.audio_samples == 0 else
+                 f"{recorder.audio_samples / recorder.sample_rate:.1f} s of silence")
+        self.window.report_error(
+            "Silent take",
+            f"The take {recorder.folder.name} holds no sound ({audio}): nothing was spoken, played or heard while it "
+            "recorded. It was kept. To record a voice, start a cue, Speak Text, an audio file or the microphone "
+            "while recording.")
 
     def _detach(self) -> None:
         if self._engine is not None:
@@ -424,6 +443,8 @@ class RecordingController(QObject):
                 item.setData(Qt.ItemDataRole.UserRole, str(info.path))
                 if info.problem:
                     item.setToolTip(info.problem)
+                elif column == 0:
+                    item.setToolTip(f"{info.name}\n{info.path}")
                 table.setItem(row, column, item)
             if select is not None and info.name == select:
                 table.selectRow(row)
@@ -495,6 +516,7 @@ class RecordingController(QObject):
             return False
         self.panel.undo_button.setEnabled(bool(self.trashed))
         self.refresh(select=original.name)
+        self.window.statusBar().showMessage(f"Restored take {original.name} from the trash", 8000)
         return True
 
     def repair_selected(self) -> list[str]:
@@ -660,10 +682,7 @@ class RecordingController(QObject):
         if info is None:
             self.window.report_error("Export", "Select a take to export first.")
             return
-        background = self.window.viewport.background  # what the viewport shows; an MP4 has no alpha
-        if kind not in ("mov", "webm") and background == "transparent":
-            background = "studio"
-        dialog = ExportDialog(self.window, info, kind, background)
+        dialog = self.export_dialog(info, kind)
         if dialog.exec() != QDialog.DialogCode.Accepted or not dialog.out_path():
             return
         if kind in ("mp4", "mov", "webm") and dialog.size() is None:
@@ -671,6 +690,16 @@ class RecordingController(QObject):
             return
         self.export(info.path, kind, dialog.out_path(), background=dialog.background.currentText(),
                         size=dialog.size(), fps=dialog.fps.value())
+
+    def export_dialog(self, info: TakeInfo, kind: str) -> ExportDialog:
+        """The dialog for one export: a format "with alpha" starts transparent (that is why it was chosen), the
+        others with what the viewport shows (an MP4 has no alpha)."""
+        background = self.window.viewport.background
+        if kind in ("mov", "webm"):
+            background = "transparent"
+        elif background == "transparent":
+            background = "studio"
+        return ExportDialog(self.window, info, kind, background)
 
     def export(self, take: str | Path, kind: str, out: str | Path, background: str = "studio",
                size: tuple[int, int] | None = None, fps: float | None = None) -> bool:
@@ -694,6 +723,10 @@ class RecordingController(QObject):
         process.readyReadStandardOutput.connect(lambda: self._read_export_output(process))
         process.finished.connect(self._export_finished)
         self.export_process, self.export_target, self.last_export = process, Path(out), None
+        try:
+            remember_folder("export", Path(out).parent)
+        except OSError:  # only a convenience: the export itself goes on
+            pass
         self.panel.progress.setValue(0)
         self.panel.progress.setFormat(f"{kind.upper()} %p%")
         self.panel.progress.show()

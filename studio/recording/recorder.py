@@ -46,6 +46,7 @@ DISK_CHECK_INTERVAL_S = 1.0
 WRITE_INTERVAL_S = 0.05
 MIN_FREE_MB = 200.0  # refuse to start, or stop cleanly, below this much free space
 WARN_FREE_MB = 2048.0  # below this, `low_space` says so (the window shows it beside REC)
+SILENT_PEAK = 10 ** (-60 / 20)  # a take whose loudest sample stays under -60 dBFS counts as silent
 
 
 class DiskSpaceError(OSError):
@@ -98,6 +99,7 @@ class TakeRecorder:
         self._thread: threading.Thread | None = None
         self.frames_written = 0
         self.audio_samples = 0
+        self.audio_peak = 0.0  # the loudest sample written (0..1 of full scale)
         self.bytes_written = 0
         self.first_media_s: float | None = None
         self.last_media_s: float | None = None
@@ -141,6 +143,11 @@ class TakeRecorder:
         if self.free_mb is None or self.free_mb >= self.warn_free_mb:
             return None
         return f"disk space low: {self.free_mb:.0f} MB free, recording stops at {self.min_free_mb:.0f} MB"
+
+    @property
+    def holds_sound(self) -> bool:
+        """Whether anything audible was recorded (a take of idle frames over silence is worth a warning)."""
+        return self.audio_peak >= SILENT_PEAK
 
     @property
     def recording(self) -> bool:
@@ -223,6 +230,7 @@ class TakeRecorder:
     def _append_audio(self, samples: np.ndarray) -> None:
         if samples.size:
             data = to_pcm16(samples)
+            self.audio_peak = max(self.audio_peak, float(np.abs(samples).max()))
             self._wav.write(data)
             self.audio_samples += samples.size
             self.bytes_written += len(data)
