@@ -265,14 +265,33 @@ def _describe(error: ValidationError) -> str:
     return f"field '{where}'{shown}: {first['msg']}"
 
 
+def yaml_problem(path: Path, error: yaml.YAMLError, what: str = "YAML") -> str:
+    """One line for a YAML syntax error: the file, line and column (1-based, as editors count) and the problem,
+    instead of the parser's multi-line dump with the offending text and a caret."""
+    mark = getattr(error, "problem_mark", None)
+    problem = getattr(error, "problem", None) or (str(error).splitlines() or ["unreadable"])[0]
+    where = f"{path}, line {mark.line + 1}, column {mark.column + 1}" if mark is not None else str(path)
+    context, context_mark = getattr(error, "context", None), getattr(error, "context_mark", None)
+    if context and context_mark is not None and (mark is None or context_mark.line != mark.line
+                                                 or context_mark.column != mark.column):
+        problem += f" ({context} that starts at line {context_mark.line + 1}, column {context_mark.column + 1})"
+    elif context:
+        problem += f" ({context})"
+    return f"{where}: not a valid {what} file: {problem}"
+
+
 def _load(path: Path, kind: type[BaseModel]):
     label = kind.__name__.lower()
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise PresetError(f"{path}: no such {label} file") from None
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
-        raise PresetError(f"{path}: not a readable YAML {label} file ({error})") from None
+    except yaml.YAMLError as error:
+        raise PresetError(yaml_problem(path, error, f"YAML {label}")) from None
+    except UnicodeDecodeError as error:
+        raise PresetError(f"{path}: not a {label} file: byte {error.start} is not UTF-8 text") from None
+    except OSError as error:
+        raise PresetError(f"{path}: cannot read the {label} file: {error.strerror or error}") from None
     if not isinstance(data, dict):
         raise PresetError(f"{path}: expected a YAML mapping with a 'name' and 'schema_version'")
     version = data.get("schema_version", SCHEMA_VERSION)

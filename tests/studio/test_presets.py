@@ -38,7 +38,7 @@ def test_user_preset_shadows_the_builtin(tmp_path, monkeypatch):
         ("name: x\nbogus: 1\n", "field 'bogus'"),
         ("schema_version: 9\nname: x\n", "field 'schema_version' = 9: allowed 1..2"),
         ("- just\n- a list\n", "expected a YAML mapping"),
-        ("name: [unclosed\n", "not a readable YAML"),
+        ("name: [unclosed\n", "line 2, column 1: not a valid YAML preset file: expected"),
     ],
 )
 def test_bad_preset_names_file_field_and_value_and_stays_intact(tmp_path, text, expected):
