@@ -2,7 +2,8 @@
 
 A ~60 Hz presentation timer takes the newest FrameState (the engine's latest-frame slot when
 speech is running, the idle animation otherwise) and hands it to the viewport; it never
-waits on the engine. The window layout is saved on close and restored on start.
+waits on the engine. The docks are arranged in workspaces (Operate, Design, Record: widgets.workspaces);
+the window's place and size and each workspace's arrangement are saved on close and restored on start.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 os.environ.setdefault("PYQTGRAPH_QT_LIB", "PySide6")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from PySide6.QtCore import QByteArray, Qt, QTimer  # noqa: E402
+from PySide6.QtCore import QByteArray, QRect, Qt, QTimer  # noqa: E402
 from PySide6.QtGui import QAction, QActionGroup, QColor, QKeySequence, QPalette  # noqa: E402
 from PySide6.QtWidgets import (  # noqa: E402
     QApplication,
@@ -41,6 +42,7 @@ from studio.avatar.model import AvatarFormatError, AvatarModel  # noqa: E402
 from studio.frame import FrameState  # noqa: E402
 from studio.presets import Persona, Preset, PresetError, Voice, persona_by_name, preset_by_name
 from studio.telemetry import ProcessCpuMeter  # noqa: E402
+from studio.workspaces import WorkspaceError  # noqa: E402
 from widgets.av_sync import AvSyncBar  # noqa: E402
 from widgets.drift_dock import DriftDock  # noqa: E402
 from widgets.inspector import InspectorPanel, monospace_font  # noqa: E402
@@ -50,20 +52,27 @@ from widgets.models import DEFAULT_LATENCY_TARGET_MS, EngineController, FpsMeter
 from widgets.panels.studio_panels import StudioPanels  # noqa: E402
 from widgets.preset_control import PresetController  # noqa: E402
 from widgets.settings import LayoutError, WindowLayout, default_layout_path, load_layout, save_layout  # noqa: E402
+from widgets.shortcut_guard import ShortcutGuard  # noqa: E402
 from widgets.take_browser import RecordingController  # noqa: E402
 from widgets.viewport import CAMERA_FRAMINGS, Viewport  # noqa: E402
+from widgets.workspaces import WorkspaceSwitcher  # noqa: E402
 
 DEFAULT_PRESENT_FPS = 30.0  # without a preset; a preset sets its own (never faster than it asks)
 STATUS_INTERVAL_MS = 500
 TELEMETRY_INTERVAL_MS = 100
 DEFAULT_SIZE = (1440, 900)
 MIN_LIFT_SHOWN_DB = 1.0  # a quiet voice lifted for the lip model: the status bar says so from this lift on
-MINIMUM_SIZE = (960, 640)  # the viewport, the Inspector's names and numbers and the Latency table all still fit
+MINIMUM_SIZE = (960, 640)  # every workspace fits: its panels beside the viewport, none over it
 BACKGROUND_LABELS = {"studio": "Studio", "chroma": "Chroma green", "transparent": "Transparent"}
 ESPEAK_VOICES = ("en-us", "en-gb", "en-gb-scotland", "en-us+f3", "en-us+m3", "de", "fr-fr", "es")
 
 _STYLESHEET = """
 QMainWindow::separator { background: #2b2d31; width: 4px; height: 4px; }
+QToolBar#workspaceBar { background: #1f2023; border: none; border-bottom: 1px solid #34373c; spacing: 0; padding: 2px 6px; }
+QTabBar#workspaceTabs::tab { background: #26282c; color: #aeb3bc; padding: 4px 16px; border: 1px solid #34373c;
+                             margin-right: -1px; }
+QTabBar#workspaceTabs::tab:selected { background: #3d6fb4; color: #ffffff; font-weight: 600; }
+QTabBar#workspaceTabs::tab:hover:!selected { background: #34373c; }
 QDockWidget { color: #d7dae0; font-weight: 600; }
 QDockWidget::title { background: #26282c; padding: 5px 8px; border-bottom: 1px solid #34373c; }
 QLabel#sectionHeader { color: #8fb3ff; font-weight: 600; padding-top: 6px; padding-bottom: 2px; }
@@ -140,7 +149,7 @@ class SpeakTextDialog(QDialog):
 
 
 class MainWindow(QMainWindow):
-    """Viewport in the centre, inspector on the right, latency graph at the bottom.
+    """Viewport in the centre, the current workspace's panels around it, a workspace tab bar above.
 
     `show_dialogs=False` turns error boxes into status-bar messages only (tests, kiosk use);
     every error is also kept in `last_error`. `persist_layout=False` neither restores nor saves
@@ -194,9 +203,6 @@ class MainWindow(QMainWindow):
         self.drift = DriftDock(self, preset)
         self.setMinimumSize(*MINIMUM_SIZE)
         self.resize(*DEFAULT_SIZE)
-        self.resizeDocks([self.inspector_dock], [340], Qt.Orientation.Horizontal)
-        self.resizeDocks([self.latency_dock], [250], Qt.Orientation.Vertical)
-        self._default_dock_state = self.saveState()
 
         self._build_status_bar()
         self._build_menus()
@@ -208,9 +214,13 @@ class MainWindow(QMainWindow):
         self._update_avatar_label()
         self._on_engine_state(self.engine.state)
         self.recording = RecordingController(self, recordings_root)
+        self.workspaces.install([self.panels.operator_dock, self.latency_dock, self.drift.dock, self.panels.persona_dock,
+                                 self.panels.editor_dock, self.panels.preset_dock, self.inspector_dock,
+                                 self.recording.dock])
+        self.shortcut_guard = ShortcutGuard(self)
         self.persist_layout = persist_layout
-        if persist_layout:
-            self.restore_layout()
+        arrangement = self.restore_layout() if persist_layout else None
+        self.workspaces.show_arrangement(arrangement)
 
         self.present_timer = self._start_timer(round(1000.0 / self._present_fps), self.present, Qt.TimerType.PreciseTimer)
         self.presets.apply(self.panels.preset_doc.item)
@@ -299,10 +309,10 @@ class MainWindow(QMainWindow):
             background_menu.addAction(action)
             self.background_actions[mode] = action
         view_menu.addSeparator()
-        for dock in (self.inspector_dock, self.latency_dock, self.drift.dock):
-            view_menu.addAction(dock.toggleViewAction())
+        self.workspaces = WorkspaceSwitcher(self, view_menu)
         view_menu.addSeparator()
-        self._action(view_menu, "&Reset Layout", self.reset_layout)
+        self._action(view_menu, "&Reset Layout", self.reset_layout).setStatusTip(
+            "Lay the current workspace's panels out as shipped")
 
         speech_menu = bar.addMenu("&Speech")
         self.microphone_action = self._action(speech_menu, "&Microphone", self._toggle_microphone, "Ctrl+M")
@@ -514,43 +524,76 @@ class MainWindow(QMainWindow):
 
     # --- layout persistence ---------------------------------------------------------------------------
 
-    def restore_layout(self) -> bool:
-        """Apply the saved layout; a bad file is reported and left alone until the next save."""
+    def restore_layout(self) -> bytes | None:
+        """Apply the saved window place and options; returns the current workspace's saved arrangement.
+
+        A bad file is reported and left alone until the next save. A file from before workspaces keeps
+        only the window's place: its single dock arrangement is not any workspace's.
+        """
         try:
             layout = load_layout(self.layout_path)
-        except LayoutError as error:
+            if layout is not None and layout.workspaces is not None:
+                self.workspaces.model.load_json(layout.workspaces, str(self.layout_path))
+        except (LayoutError, WorkspaceError) as error:
             self._layout_file_bad = True
             self.statusBar().showMessage(f"Ignored the saved window layout: {error}", 15000)
-            return False
+            return None
         if layout is None:
-            return False
-        restored = self.restoreGeometry(QByteArray(layout.geometry)) and self.restoreState(QByteArray(layout.dock_state))
-        if not restored:
+            return None
+        if layout.window is not None:
+            self._restore_window_rect(layout.window)
+        elif not self.restoreGeometry(QByteArray(layout.geometry)):
             self._layout_file_bad = True
             self.statusBar().showMessage(f"Ignored the saved window layout: {self.layout_path}: Qt could not apply it", 15000)
-            return False
+            return None
         background = layout.options.get("background")
         if background in BACKGROUND_LABELS:
             self.set_background(background)
         if layout.options.get("framing") in CAMERA_FRAMINGS:
             self.viewport.set_framing(layout.options["framing"])
-        return True
+        return layout.dock_state if layout.workspaces is not None else None
+
+    def _restore_window_rect(self, window: dict) -> None:
+        """The client rectangle as saved: set as client geometry, so the window manager puts the window's
+        content exactly there (Qt's restoreGeometry moves by the frame, and the window crept down by a
+        title bar on every start). A place on no screen any more keeps only the size."""
+        rect = QRect(window["x"], window["y"], window["width"], window["height"])
+        screens = QApplication.screens()
+        if any(screen.availableGeometry().intersects(rect) for screen in screens):
+            self.setGeometry(rect)
+        else:
+            self.resize(rect.size())
+        if window.get("maximized"):
+            self.setWindowState(self.windowState() | Qt.WindowState.WindowMaximized)
+
+    def _window_rect(self) -> dict:
+        maximized = bool(self.windowState() & (Qt.WindowState.WindowMaximized | Qt.WindowState.WindowFullScreen))
+        rect = self.normalGeometry() if maximized and self.normalGeometry().isValid() else self.geometry()
+        return {"x": rect.x(), "y": rect.y(), "width": rect.width(), "height": rect.height(), "maximized": maximized}
 
     def save_layout(self) -> Path:
+        state = self.workspaces.arrangement()
+        self.workspaces.model.keep(self.workspaces.current, state)
         layout = WindowLayout(
-            bytes(self.saveGeometry().data()), bytes(self.saveState().data()),
+            bytes(self.saveGeometry().data()), state,
             {"background": self.viewport.background, "framing": self.viewport.framing},
+            self._window_rect(), self.workspaces.model.to_json(),
         )
         path = save_layout(layout, self.layout_path, keep_bad_copy=self._layout_file_bad)
         self._layout_file_bad = False
         return path
 
+    def switch_workspace(self, name: str) -> None:
+        """Operate, Design or Record (studio.workspaces), each as the user left it."""
+        self.workspaces.switch(name)
+
     def reset_layout(self) -> None:
-        for dock in (self.inspector_dock, self.latency_dock, self.drift.dock):
-            dock.setFloating(False)
-            dock.show()
-        self.restoreState(self._default_dock_state)
-        self.resize(*DEFAULT_SIZE)
+        """The current workspace's panels as shipped; the other workspaces keep how they were left."""
+        self.workspaces.reset()
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        self.workspaces.schedule_fit()
 
     def closeEvent(self, event) -> None:  # noqa: N802 - Qt override
         for timer in (self.present_timer, self.status_timer, self.telemetry_timer):
@@ -626,6 +669,11 @@ def _engine_factory(preset, persona: Persona):
         return engine
 
     return build
+
+
+def studio_engine(preset: Preset | None, persona: Persona) -> EngineController:
+    """The engine controller `run_gui` gives its window (for scripted sessions that build the window themselves)."""
+    return EngineController(_engine_factory(preset, persona))
 
 
 def create_application(argv: list[str] | None = None) -> QApplication:

@@ -1,4 +1,4 @@
-"""Window layout persistence: geometry and dock state as JSON under the user's config folder.
+"""Window layout persistence: geometry, dock state and workspaces as JSON under the user's config folder.
 
 Not QSettings: one plain file the user can delete, written atomically, and a file that
 fails to load is left as it is (and kept aside as `.bad` on the next save) instead of being
@@ -18,6 +18,7 @@ from studio.paths import user_config_dir
 
 LAYOUT_SCHEMA_VERSION = 1
 LAYOUT_FILE_NAME = "window-layout.json"
+WINDOW_FIELDS = ("x", "y", "width", "height")
 
 
 class LayoutError(ValueError):
@@ -26,9 +27,14 @@ class LayoutError(ValueError):
 
 @dataclass
 class WindowLayout:
+    """`window` is the client rectangle (x, y, width, height: the window without its frame) and whether it was
+    maximized; `workspaces` is `studio.workspaces.Workspaces.to_json()`. Files from before either lack them."""
+
     geometry: bytes
     dock_state: bytes
     options: dict = field(default_factory=dict)
+    window: dict | None = None
+    workspaces: dict | None = None
 
 
 def default_layout_path() -> Path:
@@ -62,7 +68,27 @@ def load_layout(path: Path | None = None) -> WindowLayout | None:
     options = payload.get("options", {})
     if not isinstance(options, dict):
         raise LayoutError(f"{path}: field 'options' is {type(options).__name__}, expected an object")
-    return WindowLayout(_decode(path, payload, "geometry"), _decode(path, payload, "dock_state"), options)
+    workspaces = payload.get("workspaces")
+    if workspaces is not None and not isinstance(workspaces, dict):
+        raise LayoutError(f"{path}: field 'workspaces' is {type(workspaces).__name__}, expected an object")
+    return WindowLayout(_decode(path, payload, "geometry"), _decode(path, payload, "dock_state"), options,
+                        _window_rect(path, payload.get("window")), workspaces)
+
+
+def _window_rect(path: Path, value: object) -> dict | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise LayoutError(f"{path}: field 'window' is {type(value).__name__}, expected an object")
+    for key in WINDOW_FIELDS:
+        number = value.get(key)
+        if not isinstance(number, int) or isinstance(number, bool) or (key in ("width", "height") and number <= 0):
+            allowed = "a whole number above 0" if key in ("width", "height") else "a whole number"
+            raise LayoutError(f"{path}: window.{key} is {number!r}; allowed: {allowed}")
+    maximized = value.get("maximized", False)
+    if not isinstance(maximized, bool):
+        raise LayoutError(f"{path}: window.maximized is {maximized!r}; allowed: true or false")
+    return {**{key: value[key] for key in WINDOW_FIELDS}, "maximized": maximized}
 
 
 def save_layout(layout: WindowLayout, path: Path | None = None, keep_bad_copy: bool = False) -> Path:
@@ -78,5 +104,9 @@ def save_layout(layout: WindowLayout, path: Path | None = None, keep_bad_copy: b
         "dock_state": base64.b64encode(layout.dock_state).decode("ascii"),
         "options": layout.options,
     }
+    if layout.window is not None:
+        payload["window"] = layout.window
+    if layout.workspaces is not None:
+        payload["workspaces"] = layout.workspaces
     text = json.dumps(payload, indent=1, sort_keys=True)
     return atomic_write(path, text, keep_previous_as=path.name + ".bad" if keep_bad_copy else None)

@@ -309,8 +309,6 @@ class RecordingController(QObject):
         self.record_action.triggered.connect(self.toggle_recording)
         menu.addAction(self.record_action)
         menu.addAction("&Import Live Link Face CSV…", self.choose_livelink_import)
-        menu.addSeparator()
-        menu.addAction(self.dock.toggleViewAction())
         self.timer = QTimer(self)
         self.timer.setInterval(200)
         self.timer.timeout.connect(self._tick)

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QMessageBox
+from PySide6.QtWidgets import QDockWidget, QMenu, QMessageBox
 
 from studio.avatar.arkit import ARKIT_INDEX
 from studio.avatar.skeleton import JOINT_INDEX
@@ -73,6 +73,7 @@ def test_background_menu_switches_the_viewport(open_window):
 
 def test_inspector_shows_52_rows_and_follows_the_presented_frame(open_window, qtbot):
     window = open_window()
+    window.switch_workspace("design")  # the Inspector's workspace: a hidden panel does not refresh
     window.present_timer.stop()
     inspector = window.inspector
     assert inspector.row_count() == 52
@@ -83,9 +84,15 @@ def test_inspector_shows_52_rows_and_follows_the_presented_frame(open_window, qt
     assert inspector.angle_texts("Head") == (" +15.0", "  +0.0", "  +0.0")
 
 
-def test_docks_can_be_hidden_and_shown_from_the_view_menu(open_window, qtbot):
+def test_docks_can_be_hidden_and_shown_from_view_panels_the_one_menu_with_dock_toggles(open_window, qtbot):
     window = open_window()
-    for dock in (window.inspector_dock, window.latency_dock):
+    docks = window.findChildren(QDockWidget)
+    toggles = {dock.toggleViewAction() for dock in docks}
+    assert set(window.workspaces.panels_menu.actions()) == toggles and len(docks) == 8
+    elsewhere = [action.text() for menu in window.menuBar().findChildren(QMenu) if menu is not window.workspaces.panels_menu
+                 for action in menu.actions() if action in toggles]
+    assert elsewhere == []
+    for dock in (window.panels.operator_dock, window.latency_dock):
         toggle = dock.toggleViewAction()
         assert dock.isVisible() and toggle.isChecked()
         toggle.trigger()

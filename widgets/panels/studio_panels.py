@@ -74,7 +74,6 @@ class StudioPanels:
         self.preset_dock.visibilityChanged.connect(self.preset_panel.on_visible)
         self.docks = (self.persona_dock, self.preset_dock, self.editor_dock, self.operator_dock)
         self._build_menu()
-        window._default_dock_state = window.saveState()
 
         self._look_timer = QTimer(window, singleShot=True, interval=LOOK_DELAY_MS)
         self._look_timer.timeout.connect(self.apply_look)
@@ -121,9 +120,6 @@ class StudioPanels:
             self.output_background_actions[mode] = action
         screen_menu = menu.addMenu("Output &Screen")
         screen_menu.aboutToShow.connect(lambda: self._fill_screens(screen_menu))
-        menu.addSeparator()
-        for dock in self.docks:
-            menu.addAction(dock.toggleViewAction())
 
     def _fill_screens(self, menu) -> None:
         menu.clear()
