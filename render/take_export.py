@@ -49,10 +49,12 @@ def _recorded_persona(take: Take):
         return None
 
 
-def take_frames(take: Take, fps: float, persona=None) -> ResampledFrames:
+def take_frames(take: Take, fps: float, persona=None, as_recorded: bool = False) -> ResampledFrames:
     """The take at `fps`, stamped with take time, re-targeted to `persona` when it is not the recorded one;
-    read from disk as it is iterated, so exporting an hour costs what a minute does."""
-    frames = take.resampled(fps)
+    read from disk as it is iterated, so exporting an hour costs what a minute does. With `as_recorded`, a take
+    asked for at its own frame rate gives each recorded frame once at its own time instead of a regular grid."""
+    own_rate = abs(fps - float(take.manifest.get("frame_rate") or 0.0)) < 1e-9
+    frames = take.as_recorded() if as_recorded and own_rate else take.resampled(fps)
     recorded = take.manifest.get("persona") or "default"
     if persona is not None and persona.name != recorded:
         from studio.recording.session import retargeter
@@ -91,7 +93,7 @@ def export_take(take: Take, kind: str, out: str | os.PathLike, avatar: AvatarMod
     out = Path(out)
     check_output_file(out)
     fps = float(fps or take.manifest.get("frame_rate") or 30.0)
-    frames = _Tracked(take_frames(take, fps, persona), progress, cancel)
+    frames = _Tracked(take_frames(take, fps, persona, as_recorded=kind == "csv"), progress, cancel)
     if kind in VIDEO_KINDS:
         from render.video import render_video
 
@@ -106,9 +108,9 @@ def export_take(take: Take, kind: str, out: str | os.PathLike, avatar: AvatarMod
         return render_video(frames, out, fps=fps, size=size, audio=audio, avatar=avatar,
                             background=background, camera=camera)
     if kind == "csv":
-        from studio.recording.livelink import write_livelink_csv
+        from studio.recording.livelink import take_timecode_start, write_livelink_csv
 
-        write_livelink_csv(frames, out, fps)
+        write_livelink_csv(frames, out, fps, start_s=take_timecode_start(take.manifest))
     else:
         from studio.avatar.io import default_avatar_path, load_avatar
         from studio.recording.bvh import write_bvh

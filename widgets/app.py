@@ -104,6 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
     lipsync.add_argument("audio", type=_existing_file)
     lipsync.add_argument("--out", required=True, type=_output_file, help="output .csv file")
     lipsync.add_argument("--fps", type=_positive, default=60.0)
+    lipsync.add_argument("--format", choices=("arkit", "livelink"), default="arkit",
+                         help="arkit: Timecode, media_time_s and the 52 weights; livelink: Live Link Face's own layout")
     add_persona_and_preset(lipsync)
 
     bench = commands.add_parser("bench", help="measure speed and quality, print JSON")

@@ -154,7 +154,7 @@ def lipsync_command(args: argparse.Namespace) -> int:
         return _fail(str(error))
     from studio.engine.offline import lipsync_command as lipsync
 
-    return lipsync(args.audio, args.out, args.fps, style=persona.motion_style())
+    return lipsync(args.audio, args.out, args.fps, style=persona.motion_style(), csv_format=args.format)
 
 
 def _versions() -> dict[str, str]:

@@ -469,15 +469,28 @@ def write_arkit_csv_blocks(blocks, path: str | Path, fps: float) -> int:
     return _write_csv(((block.times.tolist(), block.arkit) for block in blocks), path, fps)
 
 
-def lipsync_command(audio: str, out: str, fps: float = 60, style: MotionStyle | None = None) -> int:
-    """`avatar-studio lipsync AUDIO --out FILE.csv --fps N`: 0 on success, 2 with one clear line on bad input.
+LIPSYNC_FORMATS = ("arkit", "livelink")
+
+
+def lipsync_command(audio: str, out: str, fps: float = 60, style: MotionStyle | None = None,
+                    csv_format: str = "arkit") -> int:
+    """`avatar-studio lipsync AUDIO --out FILE.csv --fps N [--format arkit|livelink]`: 0 on success, 2 with one
+    clear line on bad input. `arkit`: Timecode, media_time_s and the 52 weights; `livelink`: Live Link Face's
+    own layout (with the head and eye angles the avatar would show), which imports wherever a take does.
 
     The file is decoded, analysed and written in bounded chunks: memory does not grow with its length.
     """
     try:
         fps = _check_fps(fps)
+        if csv_format not in LIPSYNC_FORMATS:
+            raise ValueError(f"--format {csv_format!r} is not one of {', '.join(LIPSYNC_FORMATS)}")
         stream = analysis_stream(audio)
-        rows = write_arkit_csv_blocks(stream_frame_blocks(stream, fps=fps, style=style, face_only=True), out, fps)
+        if csv_format == "livelink":
+            from studio.recording.livelink import write_livelink_csv_blocks
+
+            rows = write_livelink_csv_blocks(stream_frame_blocks(stream, fps=fps, style=style), out, fps)
+        else:
+            rows = write_arkit_csv_blocks(stream_frame_blocks(stream, fps=fps, style=style, face_only=True), out, fps)
     except (ValueError, OSError) as error:
         print(f"lipsync: {error}", file=sys.stderr)
         return 2

@@ -149,7 +149,7 @@ def import_livelink(csv_path: str | os.PathLike, folder: str | os.PathLike, avat
     stream = offline.analysis_stream(audio_path) if audio_path is not None else None
     audio = _timed_chunks(offline.engine_chunks(stream)) if stream is not None else None
     manifest = take_manifest(persona, preset, avatar, ENGINE_RATE, checked.fps, source="livelink-csv",
-                             imported_from=str(Path(csv_path).name))
+                             imported_from=str(Path(csv_path).name), timecode_start=checked.timecode_start)
     events = [{"kind": "import", "media_time_s": 0.0, "file": str(Path(csv_path).name)}]
     take = _write_whole_or_nothing(folder, manifest, checked.frames(), audio, events)
     _tell_cut_short(stream, on_notice)

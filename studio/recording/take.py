@@ -484,6 +484,12 @@ class Take:
         indices = np.clip(np.searchsorted(self.take_times(), grid + 1e-9, side="right") - 1, 0, len(self.frames) - 1)
         return ResampledFrames(self.frames, indices, grid)
 
+    def as_recorded(self) -> ResampledFrames:
+        """Every recorded frame once, stamped with its own take time: a CSV at the take's own rate keeps its rows
+        (a phone's take runs at 59.9 frames a second under a 60 fps timecode; a 60 fps grid adds a row and shows
+        each frame one frame late)."""
+        return ResampledFrames(self.frames, np.arange(len(self.frames)), self.take_times())
+
     def head(self, seconds: float) -> Take:
         """The take's first `seconds` (at least its first frame): a view, nothing is copied or read."""
         count = max(1, int(np.searchsorted(self.take_times(), seconds, side="left")))

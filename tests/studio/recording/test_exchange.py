@@ -68,11 +68,12 @@ def test_blank_lines_anywhere_in_a_csv_are_skipped(tmp_path):
 
 
 @pytest.mark.parametrize("edit, reason", [
-    (lambda rows: [["time", "a", "b"]] + rows[1:], "first columns are ['time', 'a'], expected ['Timecode', 'BlendShapeCount']"),
-    (lambda rows: [rows[0][:30]] + [r[:30] for r in rows[1:]], "header has 30 columns; Live Link Face has 63"),
+    (lambda rows: [["time", "a", "b"]] + rows[1:], "not a Live Link Face CSV: no Timecode and no ARKit blendshape columns"),
+    (lambda rows: [rows[0][:30]] + [r[:30] for r in rows[1:]],
+     "header lacks MouthDimpleRight, MouthStretchLeft, MouthStretchRight, MouthRollLower, MouthRollUpper, MouthShrugLower and"),
     (lambda rows: [rows[0][:5] + ["mouthSmile"] + rows[0][6:]] + rows[1:],
-     "column 6 is 'mouthSmile'; Live Link Face has 'EyeLookOutLeft'"),
-    (lambda rows: rows[:3] + [rows[3][:-1]] + rows[4:], "line 4 has 62 values; expected 63"),
+     "header lacks EyeLookOutLeft; it has 'mouthSmile', which is no Live Link Face column"),
+    (lambda rows: rows[:3] + [rows[3][:-1]] + rows[4:], "line 4 has 62 values; the header has 63"),
     (lambda rows: rows[:2] + [rows[2][:19] + ["abc"] + rows[2][20:]] + rows[3:], "line 3, column JawOpen: 'abc' is not a number"),
     (lambda rows: rows[:2] + [["1:2"] + rows[2][1:]] + rows[3:], "line 3: timecode '1:2' is not HH:MM:SS:FF.mmm"),
     (lambda rows: [rows[0], rows[2], rows[1]] + rows[3:], "line 3: timecode '00:00:00:00.000' does not come after"),
