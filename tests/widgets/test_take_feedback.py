@@ -122,6 +122,7 @@ def test_take_names_show_whole_in_the_takes_dock(window, qtbot, tmp_path):
     _take(tmp_path / "takes")
     win = window()
     controller = win.recording
+    controller.dock.show()
     controller.dock.raise_()
     qtbot.waitUntil(controller.panel.table.isVisible, timeout=5000)
     table = controller.panel.table

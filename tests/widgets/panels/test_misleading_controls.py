@@ -28,7 +28,9 @@ def test_a_toggle_on_is_unmistakable_from_off_in_text_and_colour(studio_window, 
     operator, editor = window.panels.operator_panel, window.panels.editor_panel
     button = {"mute": operator.mute_button, "pause": operator.pause_button,
               "mirror": editor.mirror, "before": editor.before}[which]
-    window.panels.operator_dock.raise_() if which in ("mute", "pause") else window.panels.editor_dock.raise_()
+    dock = window.panels.operator_dock if which in ("mute", "pause") else window.panels.editor_dock
+    dock.show()
+    dock.raise_()
     qtbot.waitUntil(button.isVisible, timeout=5000)
     off_text, off = button.text(), _pixels(button)
     button.setChecked(True)
@@ -55,6 +57,7 @@ def test_the_mute_key_and_the_model_move_the_visible_state(studio_window):
 def test_a_decimal_typed_into_cap_or_gain_is_taken_whole(studio_window, qtbot, box, typed, expected):
     window = studio_window()
     editor = window.panels.editor_panel
+    window.panels.editor_dock.show()
     window.panels.editor_dock.raise_()
     editor.rows["jawOpen"].label.click()
     spin = getattr(editor, box)
