@@ -45,3 +45,31 @@ def test_saving_over_a_bad_file_keeps_it_aside(tmp_path):
     save_layout(WindowLayout(b"g", b"s"), path, keep_bad_copy=True)
     assert path.with_name("layout.json.bad").read_text() == "{garbage"
     assert json.loads(path.read_text())["schema_version"] == 1
+
+
+def test_window_rectangle_and_workspaces_round_trip_and_older_files_have_neither(tmp_path):
+    path = tmp_path / "layout.json"
+    window = {"x": -20, "y": 30, "width": 1280, "height": 720, "maximized": True}
+    workspaces = {"current": "design", "arrangements": {"design": "AAE="}}
+    save_layout(WindowLayout(b"g", b"s", {}, window, workspaces), path)
+    loaded = load_layout(path)
+    assert loaded.window == window and loaded.workspaces == workspaces
+    save_layout(WindowLayout(b"g", b"s"), path)
+    assert "window" not in json.loads(path.read_text())
+    assert load_layout(path).window is None and load_layout(path).workspaces is None
+
+
+@pytest.mark.parametrize(
+    ("window", "expected"),
+    [
+        ([1, 2], "field 'window' is list, expected an object"),
+        ({"x": 1, "y": 2, "width": 0, "height": 5}, "window.width is 0; allowed: a whole number above 0"),
+        ({"x": 1.5, "y": 2, "width": 9, "height": 5}, "window.x is 1.5; allowed: a whole number"),
+        ({"x": 1, "y": 2, "width": 9, "height": 5, "maximized": "yes"}, "window.maximized is 'yes'; allowed: true or false"),
+    ],
+)
+def test_bad_window_rectangles_are_refused_naming_the_field(tmp_path, window, expected):
+    path = tmp_path / "layout.json"
+    path.write_text(json.dumps({"schema_version": 1, "geometry": "", "dock_state": "", "window": window}))
+    with pytest.raises(LayoutError, match=expected):
+        load_layout(path)

@@ -1,0 +1,211 @@
+"""Workspaces and the window layout on the real X server: nothing under the viewport's native window, the
+operator's buttons in reach, reset and reopen keep what they should, hotkeys wait while the user edits."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from PySide6.QtCore import QPoint, QRect, Qt
+from PySide6.QtGui import QRegion
+from PySide6.QtTest import QTest
+from PySide6.QtWidgets import QDockWidget
+
+from studio.presets import PresetError, persona_by_name
+from studio.workspaces import WORKSPACES
+from tests.conftest import make_synthetic_avatar
+from widgets.main_window import MainWindow
+from widgets.models import EngineController
+from widgets.settings import default_layout_path
+
+SIZES = ((960, 640), (1280, 720))
+
+
+def _no_engine():
+    raise ImportError("No module named 'studio.engine.pipeline'")
+
+
+@pytest.fixture
+def open_window(qtbot, studio_home):
+    """build(persist_layout=True) → a shown window with the teacher persona (its layout goes under studio_home)."""
+
+    def build(persist_layout: bool = True) -> MainWindow:
+        window = MainWindow(make_synthetic_avatar(), engine=EngineController(_no_engine), show_dialogs=False,
+                            persist_layout=persist_layout, persona=persona_by_name("teacher"))
+        qtbot.addWidget(window)
+        window.show()
+        qtbot.waitExposed(window)
+        return window
+
+    return build
+
+
+def _in_window(window: MainWindow, widget) -> QRect:
+    return QRect(widget.mapTo(window, QPoint(0, 0)), widget.size())
+
+
+def _docked(window: MainWindow) -> list[QDockWidget]:
+    """Docks the user can see now: shown, docked, and in front of their tab group."""
+    return [dock for dock in window.findChildren(QDockWidget)
+            if dock.isVisible() and not dock.isFloating() and not dock.visibleRegion().isEmpty()]
+
+
+def _overlaps(window: MainWindow) -> list[str]:
+    """'dock/viewport' or 'dock/dock' for every pair of rectangles that intersect."""
+    native = _in_window(window, window.viewport.canvas.native)
+    docks = [(dock.objectName(), _in_window(window, dock)) for dock in _docked(window)]
+    found = [f"{name}/viewport" for name, rect in docks if rect.intersects(native)]
+    found += [f"{a}/{b}" for i, (a, ra) in enumerate(docks) for b, rb in docks[i + 1:] if ra.intersects(rb)]
+    return found
+
+
+def _settled(window: MainWindow, size: tuple[int, int]) -> bool:
+    return window.size().toTuple() == size and not _overlaps(window)
+
+
+def _fully_visible(widget) -> bool:
+    return not widget.visibleRegion().isEmpty() and QRegion(widget.rect()).subtracted(widget.visibleRegion()).isEmpty()
+
+
+@pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
+def test_no_visible_dock_covers_the_viewport_or_another_dock_in_any_workspace(open_window, qtbot, size):
+    window = open_window(persist_layout=False)
+    for workspace in ("operate", "design", "record"):
+        window.resize(1440, 900)
+        window.switch_workspace(workspace)
+        window.resize(*size)
+        qtbot.waitUntil(lambda: window.size().toTuple() == size, timeout=5000)
+        try:
+            qtbot.waitUntil(lambda: _settled(window, size), timeout=8000)
+        except qtbot.TimeoutError:
+            pytest.fail(f"{workspace} at {size}: {_overlaps(window)} still overlap 8 s after the resize")
+        assert window.viewport.canvas.native.width() >= 320, "the viewport was squeezed below its minimum"
+        assert {dock.objectName() for dock in _docked(window)}, f"{workspace} shows no panel"
+
+
+def test_mute_pause_and_neutral_are_fully_visible_at_1280x720_in_operate(open_window, qtbot):
+    window = open_window(persist_layout=False)
+    window.switch_workspace("operate")
+    window.resize(1280, 720)
+    operator = window.panels.operator_panel
+    buttons = (operator.mute_button, operator.pause_button, operator.neutral_button)
+    qtbot.waitUntil(lambda: window.size().toTuple() == (1280, 720), timeout=5000)
+    try:
+        qtbot.waitUntil(lambda: all(_fully_visible(button) for button in buttons), timeout=8000)
+    except qtbot.TimeoutError:
+        shown = {button.text(): button.visibleRegion().boundingRect().getRect() for button in buttons}
+        pytest.fail(f"not fully visible (visible part of each): {shown}")
+
+
+def test_each_workspace_shows_its_panels_in_front(open_window):
+    window = open_window(persist_layout=False)
+    for workspace in WORKSPACES:
+        window.switch_workspace(workspace.name)
+        shown = {dock.objectName() for dock in window.findChildren(QDockWidget) if dock.isVisible()}
+        assert shown == set(workspace.docks), workspace.name
+        fronts = {dock.objectName() for dock in _docked(window)}
+        assert {group.docks[0] for group in workspace.groups} <= fronts, workspace.name
+        assert window.workspaces.tabs.tabText(window.workspaces.tabs.currentIndex()) == workspace.title
+        assert window.workspaces.actions[workspace.name].isChecked()
+
+
+def test_workspace_tabs_and_shortcuts_switch_and_hotkeys_cannot_take_their_keys(open_window, qtbot):
+    window = open_window(persist_layout=False)
+    window.workspaces.tabs.setCurrentIndex(2)
+    assert window.workspaces.current == "record" and window.recording.dock.isVisible()
+    window.activateWindow()
+    qtbot.waitUntil(window.isActiveWindow, timeout=5000)
+    QTest.keyClick(window, Qt.Key.Key_2, Qt.KeyboardModifier.ControlModifier)
+    assert window.workspaces.current == "design" and window.panels.persona_dock.isVisible()
+    QTest.keyClick(window, Qt.Key.Key_1, Qt.KeyboardModifier.ControlModifier)
+    assert window.workspaces.current == "operate" and window.panels.operator_dock.isVisible()
+    with pytest.raises(PresetError, match="taken by the window"):
+        window.panels.bind_key("warm smile", "Ctrl+3")
+
+
+def test_reset_layout_shows_takes_in_record(open_window, qtbot):
+    window = open_window(persist_layout=False)
+    window.switch_workspace("record")
+    takes = window.recording.dock
+    takes.hide()
+    window.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, window.latency_dock)
+    window.latency_dock.show()
+    window.reset_layout()
+    qtbot.waitUntil(lambda: not takes.visibleRegion().isEmpty(), timeout=5000)
+    assert takes.isVisible() and not takes.isFloating()
+    assert window.dockWidgetArea(takes) == Qt.DockWidgetArea.RightDockWidgetArea
+    assert not window.latency_dock.isVisible()
+
+
+def test_switching_workspaces_and_back_restores_what_the_user_changed(open_window, qtbot):
+    window = open_window()
+    operator, latency, drift = window.panels.operator_dock, window.latency_dock, window.drift.dock
+    window.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, operator)
+    drift.hide()
+    window.inspector_dock.show()  # a panel added to this workspace from View → Panels
+    window.switch_workspace("design")
+    assert not operator.isVisible() and not latency.isVisible()
+    window.switch_workspace("record")
+    window.switch_workspace("operate")
+
+    def as_left() -> None:
+        assert window.dockWidgetArea(operator) == Qt.DockWidgetArea.LeftDockWidgetArea
+        assert operator.isVisible() and latency.isVisible() and window.inspector_dock.isVisible()
+        assert not drift.isVisible()
+
+    as_left()
+    window.close()
+    saved = json.loads(default_layout_path().read_text())
+    assert saved["workspaces"]["current"] == "operate"
+    assert set(saved["workspaces"]["arrangements"]) == {"operate", "design", "record"}
+    again = open_window()
+    assert again.workspaces.current == "operate" and again.workspaces.tabs.currentIndex() == 0
+    operator, latency, drift = again.panels.operator_dock, again.latency_dock, again.drift.dock
+    window = again
+    as_left()
+    again.switch_workspace("design")
+    again.switch_workspace("operate")
+    as_left()
+
+
+def test_reopened_window_keeps_its_place_and_size(open_window, qtbot):
+    first = open_window()
+    first.setGeometry(QRect(140, 90, 1280, 720))
+    qtbot.waitUntil(lambda: first.geometry() == QRect(140, 90, 1280, 720), timeout=5000)
+    first.close()
+    saved = json.loads(default_layout_path().read_text())["window"]
+    assert saved == {"x": 140, "y": 90, "width": 1280, "height": 720, "maximized": False}
+    for _reopen in range(3):
+        window = open_window()
+        position = window.geometry().topLeft()
+        assert abs(position.x() - 140) <= 2 and abs(position.y() - 90) <= 2, position
+        assert window.size().toTuple() == (1280, 720)
+        window.close()
+
+
+def test_typed_digits_in_the_expression_editor_do_not_fire_hotkeys(open_window, qtbot):
+    window = open_window(persist_layout=False)
+    window.switch_workspace("design")
+    panels = window.panels
+    panels.editor_dock.raise_()
+    editor = panels.editor_panel
+    panels.editor.set_weights({"jawOpen": 0.7, "browInnerUp": 0.4})
+    pose = {"jawOpen": panels.editor.weight("jawOpen"), "browInnerUp": panels.editor.weight("browInnerUp")}
+    window.activateWindow()
+    qtbot.waitUntil(window.isActiveWindow, timeout=5000)
+
+    def type_into(widget, keys: str) -> None:
+        widget.setFocus()
+        qtbot.waitUntil(widget.hasFocus, timeout=5000)
+        QTest.keyClicks(widget, keys)
+
+    editor.select("mouthClose")
+    type_into(editor.cap, "0")  # "0" is Neutral, "1" a smile: both typed as digits here
+    type_into(editor.gain, "1")
+    type_into(editor.rows["mouthSmileLeft"].slider, "0 1")
+    assert {name: panels.editor.weight(name) for name in pose} == pose, "a typed digit wiped the pose"
+    assert panels.mixer.active_names() == [], "a typed digit fired an expression"
+    type_into(editor.mirror, "1")  # a button is no editor: the hotkey fires
+    assert panels.mixer.active_names() == ["warm smile"]
+    type_into(editor.mirror, "0")
+    assert panels.editor.weight("jawOpen") == 0.0 and panels.mixer.active_names() == []
