@@ -1,9 +1,9 @@
 """PNGs of each operator/designer panel for the docs: `python -m widgets.panels.screenshots [folder]`.
 
 Opens the studio with the teacher persona on the current DISPLAY (the user's layout untouched), puts
-each panel in front with something to show (a cue playing, an expression fired, the editor's caps),
-and grabs the window with the viewport's GL read-back pasted in; the output window is saved as the
-picture it sends (chroma and transparent).
+each panel in front in its workspace (Design, then Operate) with something to show (a cue playing, an
+expression fired, the editor's caps), and grabs the window with the viewport's GL read-back pasted in;
+the output window is saved as the picture it sends (chroma and transparent).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 from PySide6.QtGui import QImage
-from PySide6.QtWidgets import QApplication, QDockWidget
+from PySide6.QtWidgets import QApplication
 
 from studio.avatar.io import load_avatar_or_default
 from studio.costs import load_cost_table, measure_module_costs, save_cost_table
@@ -56,9 +56,7 @@ def save_panel_screenshots(folder: Path = DOCS, persona: str = "teacher") -> lis
     table = load_cost_table() or measure_module_costs()
     save_cost_table(table)
     panels.preset_panel.set_cost_table(table)
-    for dock in window.findChildren(QDockWidget):  # other docks (takes, drift…) have their own pictures
-        if dock not in (*panels.docks, window.inspector_dock, window.latency_dock):
-            dock.hide()
+    window.switch_workspace("design")
     window.show()
     _pump(app, 1.0)
     window.viewport.frame_head()
@@ -84,6 +82,7 @@ def save_panel_screenshots(folder: Path = DOCS, persona: str = "teacher") -> lis
     editor.set_gain_cap("jawOpen", cap=0.5)
     shot("expression_editor", panels.editor_dock)
     editor.reset_all()
+    window.switch_workspace("operate")
     panels.toggle_expression("warm smile")
     panels.speak_cue(1)
     _pump(app, 1.2)
