@@ -25,16 +25,22 @@ _AUDIO_CHUNK = 1024  # AAC frame size
 
 
 class VideoFormat:
-    """How one container is written: video codec, pixel formats (opaque, with alpha), audio codec and rate."""
+    """How one container is written: video codec, pixel formats (opaque, with alpha), audio codec and rate;
+    `container_options` for the muxer, and `bt709`: pixels converted with and tagged as BT.709, limited range."""
 
     def __init__(self, container: str, codec: str, pix_fmt: str, alpha_pix_fmt: str | None, audio_codec: str,
-                 options: dict[str, str], audio_rate: int | None = None) -> None:
+                 options: dict[str, str], audio_rate: int | None = None, container_options: dict[str, str] | None = None,
+                 bt709: bool = False) -> None:
         self.container, self.codec, self.pix_fmt, self.alpha_pix_fmt = container, codec, pix_fmt, alpha_pix_fmt
         self.audio_codec, self.options, self.audio_rate = audio_codec, options, audio_rate
+        self.container_options, self.bt709 = dict(container_options or {}), bt709
 
 
 VIDEO_FORMATS = {
-    ".mp4": VideoFormat("mp4", "libx264", "yuv420p", None, "aac", {"preset": "veryfast"}),
+    # for the web: the index (moov) before the data, so a browser plays while it downloads; colours tagged
+    # as what they are (untagged H.264 is guessed as BT.601 by some players and BT.709 by others)
+    ".mp4": VideoFormat("mp4", "libx264", "yuv420p", None, "aac", {"preset": "veryfast"},
+                        container_options={"movflags": "+faststart"}, bt709=True),
     ".mov": VideoFormat("mov", "prores_ks", "yuv422p10le", "yuva444p10le", "pcm_s16le", {"profile": "4"}),
     # Opus runs at 48 kHz: PyAV's encoder resamples whatever rate comes in
     ".webm": VideoFormat("webm", "libvpx-vp9", "yuv420p", "yuva420p", "libopus",
@@ -153,12 +159,14 @@ def render_video(
         with OffscreenRenderer(
             avatar, size=(width, height), background=background, camera=camera, supersample=supersample
         ) as renderer:
-            container = av.open(str(partial), mode="w", format=spec.container)
+            container = av.open(str(partial), mode="w", format=spec.container, options=spec.container_options)
             try:
                 video = container.add_stream(spec.codec, rate=rate)
                 video.width, video.height = width, height
                 video.pix_fmt = spec.alpha_pix_fmt if alpha else spec.pix_fmt
                 video.options = {**spec.options, **({} if spec.codec == "prores_ks" else {"crf": str(int(crf))})}
+                if spec.bt709:
+                    _tag_bt709(video.codec_context)
                 audio_stream = None
                 audio_sent = 0
                 if checked_audio is not None:
@@ -171,6 +179,8 @@ def render_video(
                     image = renderer.render(state)
                     picture = (av.VideoFrame.from_ndarray(np.ascontiguousarray(image), format="rgba") if alpha else
                                av.VideoFrame.from_ndarray(np.ascontiguousarray(image[..., :3]), format="rgb24"))
+                    if spec.bt709:
+                        picture = picture.reformat(format=spec.pix_fmt, dst_colorspace="ITU709", dst_color_range="MPEG")
                     picture.pts = frame_count
                     picture.time_base = 1 / rate
                     container.mux(video.encode(picture))
@@ -210,6 +220,14 @@ def render_video(
             checked_audio.position if isinstance(checked_audio, _StreamedAudio) else checked_audio[0].shape[1]),
         "alpha": alpha,
     }
+
+
+def _tag_bt709(context) -> None:
+    """BT.709 primaries, transfer and matrix, limited ("tv") range, as web players expect HD video to be."""
+    from av.video.reformatter import ColorPrimaries, ColorRange, Colorspace, ColorTrc
+
+    context.color_primaries, context.color_trc = ColorPrimaries.BT709, ColorTrc.BT709
+    context.colorspace, context.color_range = Colorspace.ITU709, ColorRange.MPEG
 
 
 def _send_audio(container, stream, samples: np.ndarray, sample_rate: int, start: int, until: int,
