@@ -11,11 +11,16 @@ preempted while holding it) starved the device and the sound broke up. A clip is
 "play buffer" action over the clip's own samples; the callback mixes it into the device blocks and
 counts the frames it has handed over (`done_frames`), and its start time at the DAC (`actual_time`).
 
-The device buffer holds `OUTPUT_LATENCY_S` (about 0.1 s) of sound, not PortAudio's "low" ~20 ms, so a
-busy machine's scheduling delays do not empty it. The clip's DAC start time includes that latency,
-so the media clock (and the lips) still follows the sound as heard; only the delay from a play
-command to the sound grows. Underruns the device reports are counted (`underruns`); alsa-lib's own
-messages about them are silenced (`studio.engine.alsa`).
+The device buffer adapts (`OutputBufferPolicy`): it starts at `MIN_BUFFER_S` (20 ms: text to the first
+sound at the DAC within ~30 ms on a quiet machine), doubles when the device reports an underrun (a busy
+machine's scheduling delays emptied it; a fixed 0.1 s made every utterance wait 0.1 s more), and halves
+again after a quiet stretch. PortAudio fixes a stream's buffer when it opens, so a new size means a new
+stream: while nothing plays it is simply reopened (5-20 ms); while a clip plays a larger buffer takes
+over mid-clip (`_hand_over`): the new stream starts the clip's remaining samples at the DAC time the old
+one would have reached them, and the old one is cancelled at that same instant, so the sound goes on.
+A smaller buffer waits until nothing plays. The clip's DAC start time includes the buffer, so the media
+clock (and the lips) follows the sound as heard. Underruns the device reports are counted (`underruns`);
+alsa-lib's own messages about them are silenced (`studio.engine.alsa`).
 
 Cutting a clip (or muting) edits the clip's samples ahead of the callback's read position: a short
 fade, then silence, `FADE_S` plus `_GUARD_S` ahead, then the action is cancelled just after the time
@@ -41,7 +46,14 @@ from studio.engine import alsa
 from studio.engine.sources import NO_CALLBACK_TIMEOUT_S, AudioDeviceError, _close_stream, resample_clip
 
 OUTPUT_BLOCK_S = 0.01  # device block (5 ms blocks underran constantly on PulseAudio)
-OUTPUT_LATENCY_S = 0.1  # device buffer: rides out a busy CPU (0.02 s underran under load; see the module docstring)
+MIN_BUFFER_S = 0.02  # device buffer on a quiet machine (PortAudio on PulseAudio gives no less than 20 ms anyway)
+MAX_BUFFER_S = 0.2  # ... and at most, however often the device runs dry
+QUIET_S = 30.0  # a buffer halves after this long without an underrun ...
+MAX_QUIET_S = 600.0  # ... waiting longer (up to this) each time the smaller size underran soon after
+SETTLE_S = 1.0  # underruns this soon after a resize are the old size's, not the new size's
+_HANDOVER_MARGIN_S = 0.02  # a mid-clip handover is timed this far beyond the new stream's first reachable DAC time
+_STALE_MAPPING_S = 0.5  # a cut clip whose DAC times an underrun moved (not yet measured) is cancelled this much later
+_PROBE_S = 2.0  # the silent probe that reads where a playing clip is at the DAC (longer than any wait for it)
 FADE_S = 0.005  # a cut clip fades out over this long
 _GUARD_S = 0.04  # edits to a playing clip start this far ahead of what the callback has read (4 blocks)
 # a cut clip's action is cancelled this long after its fade ends: the stream's clock and its sample count
@@ -50,6 +62,61 @@ _GUARD_S = 0.04  # edits to a playing clip start this far ahead of what the call
 _CANCEL_AFTER_FADE_S = 0.01
 _STATS_INTERVAL_S = 0.1  # how often the device's counters are fetched
 FALLBACK_RATE = 48000
+
+
+class OutputBufferPolicy:
+    """How much sound the speaker keeps queued at the device: as little as this machine allows, now.
+
+    An underrun (the device found the buffer empty: heard as a dropout) doubles the size at once, up to
+    `max_s`. After `quiet_s` without one since the last change it halves, down to `min_s`: slowly, so a
+    lucky minute does not undo a busy hour's lesson. An underrun within `quiet_s` of a shrink means the
+    smaller size was too small here: the next shrink waits twice as long (up to `max_quiet_s`), so the
+    size does not flap. Underruns within `settle_s` of a change belong to the old size and are ignored.
+    Pure arithmetic on the times it is given: no clock, no device.
+    """
+
+    def __init__(self, min_s: float = MIN_BUFFER_S, max_s: float = MAX_BUFFER_S, quiet_s: float = QUIET_S,
+                 max_quiet_s: float = MAX_QUIET_S, settle_s: float = SETTLE_S, start_s: float | None = None) -> None:
+        """`start_s`: the first size (default `min_s`)."""
+        if not 0.0 < min_s <= max_s:
+            raise ValueError(f"OutputBufferPolicy: min_s={min_s} and max_s={max_s} must satisfy 0 < min_s <= max_s")
+        if not 0.0 < quiet_s <= max_quiet_s:
+            raise ValueError(f"OutputBufferPolicy: quiet_s={quiet_s} must be positive and at most max_quiet_s={max_quiet_s}")
+        if settle_s < 0.0:
+            raise ValueError(f"OutputBufferPolicy: settle_s={settle_s} must not be negative")
+        if start_s is not None and not min_s <= start_s <= max_s:
+            raise ValueError(f"OutputBufferPolicy: start_s={start_s} must lie within min_s={min_s} and max_s={max_s}")
+        self.min_s, self.max_s = float(min_s), float(max_s)
+        self.max_quiet_s = float(max_quiet_s)
+        self.settle_s = float(settle_s)
+        self.quiet_s = float(quiet_s)  # the quiet stretch the next shrink needs
+        self.size_s = self.min_s if start_s is None else float(start_s)
+        self.grows = 0
+        self.shrinks = 0
+        self._since: float | None = None  # the last change or counted underrun
+        self._changed_at: float | None = None
+        self._shrunk_at: float | None = None
+
+    def update(self, now: float, underruns: int = 0) -> float:
+        """`underruns` new device underruns seen at time `now` (seconds, any clock); the size to use now."""
+        if self._since is None:
+            self._since = now
+        if underruns > 0:
+            if self._changed_at is not None and now - self._changed_at < self.settle_s:
+                return self.size_s
+            if self._shrunk_at is not None and now - self._shrunk_at < self.quiet_s:
+                self.quiet_s = min(self.max_quiet_s, 2.0 * self.quiet_s)
+            self._shrunk_at = None
+            self._since = now
+            if self.size_s < self.max_s:
+                self.size_s = min(self.max_s, 2.0 * self.size_s)
+                self.grows += 1
+                self._changed_at = now
+        elif self.size_s > self.min_s and now - self._since >= self.quiet_s:
+            self.size_s = max(self.min_s, self.size_s / 2.0)
+            self.shrinks += 1
+            self._since = self._changed_at = self._shrunk_at = now
+        return self.size_s
 
 
 class SpeakerClip:
@@ -67,6 +134,11 @@ class SpeakerClip:
         self._handed = 0
         self._started_at: float | None = None
         self._action = None  # rtmixer's play action
+        self._action_frame = 0  # the clip frame `_action` starts at (not 0 after a mid-clip handover)
+        self._origin: tuple[int, float] | None = None  # (clip frame, the current stream's time it reaches the DAC)
+        self._retired = None  # (stream, action) of the stream a handover left, playing until the handover time
+        self._anchor_probe = None  # measures where the clip is at the DAC after an underrun moved it
+        self._heard_before: tuple[int, float] | None = None  # `heard` before that underrun
         self._original: np.ndarray | None = None  # the samples a mute silenced, for unmuting
 
     @property
@@ -78,7 +150,7 @@ class SpeakerClip:
         """Frames handed to the device so far."""
         action = self._action
         if action is not None and not self._stopped:
-            self._handed = max(self._handed, min(int(action.done_frames), self.frames))
+            self._handed = max(self._handed, min(self._action_frame + int(action.done_frames), self.frames))
         return self._handed
 
     @handed.setter
@@ -91,6 +163,7 @@ class SpeakerClip:
         action = self._action
         if self._started_at is None and action is not None and float(action.actual_time) > 0.0:
             self._started_at = float(action.actual_time) + self._clock_offset
+            self._origin = (0, float(action.actual_time))
         return self._started_at
 
     @property
@@ -115,7 +188,8 @@ class SpeakerClip:
 class SpeakerOutput:
     """The default output device, kept open; `play()` queues a clip, `cut()` fades it out, `close()` ends it."""
 
-    def __init__(self, device: int | str | None = None, block_s: float = OUTPUT_BLOCK_S, fade_s: float = FADE_S) -> None:
+    def __init__(self, device: int | str | None = None, block_s: float = OUTPUT_BLOCK_S, fade_s: float = FADE_S,
+                 policy: OutputBufferPolicy | None = None) -> None:
         if not 0.0 < fade_s <= block_s:
             raise ValueError(f"SpeakerOutput: fade_s={fade_s} must be positive and at most block_s={block_s}")
         self.device = device
@@ -125,6 +199,11 @@ class SpeakerOutput:
         self.channels = 0
         self.error: str | None = None
         self.realtime = False  # the callback thread asked for real-time priority (granted where permitted)
+        self.policy = policy or OutputBufferPolicy()
+        self.handovers = 0  # mid-clip switches to a larger buffer
+        self._buffer_s = self.policy.size_s  # what the open stream (or the next one) was asked to buffer
+        self._retiring: list[tuple] = []  # (stream a resize left, monotonic time to close it after, its stats fetch)
+        self._handover_tried: SpeakerClip | None = None
         self._muted = False
         self._stream = None  # the rtmixer.Mixer
         self._lock = threading.Lock()  # open/close/fail
@@ -137,9 +216,11 @@ class SpeakerOutput:
         self._clock_offset = 0.0  # monotonic - PortAudio stream time
         self._ramp = np.zeros((0, 1), np.float32)
         self._live_stream = None  # the second stream, with a Python callback, for a live clip
+        self._live_buffer_s = 0.0
         self._live: SpeakerClip | None = None
         self._live_cut = False
         self._live_underruns = 0
+        self._live_underruns_seen = 0
 
     # ------------------------------------------------------------ control side
 
@@ -157,7 +238,20 @@ class SpeakerOutput:
     def underruns(self) -> int:
         """Device blocks that found the buffer empty (output underflow) since construction."""
         self._poll_counters()
+        self._adapt(hand_over=False)
         return self._underruns + self._live_underruns
+
+    @property
+    def buffer_s(self) -> float:
+        """The device buffer asked of the open stream (the policy's size; it may not have taken over yet)."""
+        return self._buffer_s
+
+    @property
+    def buffer_ms(self) -> float:
+        """The device buffer as the open stream reports it (PortAudio may round the size asked for), in ms."""
+        stream = self._stream
+        latency = getattr(stream, "latency", None) if stream is not None else None
+        return 1000.0 * float(latency if isinstance(latency, float) and latency > 0 else self._buffer_s)
 
     @property
     def muted(self) -> bool:
@@ -185,7 +279,6 @@ class SpeakerOutput:
                 return
             alsa.install()
             try:
-                import rtmixer
                 import sounddevice
 
                 info = sounddevice.query_devices(self.device, kind="output")
@@ -193,30 +286,40 @@ class SpeakerOutput:
                 channels = max(1, min(2, int(info["max_output_channels"])))
                 self._configure(rate, channels)
                 self._current = None
-                stream = rtmixer.Mixer(device=self.device, samplerate=rate, channels=channels,
-                                       latency=OUTPUT_LATENCY_S, blocksize=max(1, round(rate * self.block_s)))
-                self.realtime = alsa.enable_realtime(stream)
-                stream.start()
-                alsa.raise_sound_server_threads()
+                stream = self._open_mixer(self.policy.size_s)
             except Exception as error:  # no device, PortAudio missing or refusing: say so, stay closed
                 self.error = f"cannot open the speaker output ({error})"
                 raise AudioDeviceError(self.error) from error
-            self._stream = stream
-            self._stats_action = None
-            self._stats_due = time.monotonic()
-            self._sync_clocks()
+            self._use(stream, self.policy.size_s)
             self.error = None
+
+    def _open_mixer(self, buffer_s: float):
+        """A started rtmixer stream on the device in this speaker's format, buffering `buffer_s`."""
+        import rtmixer
+
+        stream = rtmixer.Mixer(device=self.device, samplerate=self.sample_rate, channels=self.channels,
+                               latency=buffer_s, blocksize=max(1, round(self.sample_rate * self.block_s)))
+        self.realtime = alsa.enable_realtime(stream)
+        stream.start()
+        alsa.raise_sound_server_threads()
+        return stream
+
+    def _use(self, stream, buffer_s: float) -> None:
+        """Make `stream` the one clips play on (its counters fresh, its clock read)."""
+        self._stream = stream
+        self._buffer_s = float(buffer_s)
+        self._stats_action = None
+        self._stats_due = time.monotonic()
+        self._sync_clocks()
 
     def _configure(self, rate: int, channels: int) -> None:
         self.sample_rate, self.channels = int(rate), int(channels)
         fade = max(1, round(rate * self.fade_s))
         self._ramp = np.linspace(1.0, 0.0, fade + 1, dtype=np.float32)[1:, None]  # ends at silence
+        self._probe_buffer = np.zeros((round(_PROBE_S * rate), channels), np.float32)
 
     def _sync_clocks(self) -> None:
-        """monotonic - stream time, read back to back (the stream's clock is PortAudio's, not ours)."""
-        before = time.monotonic()
-        stream_now = self._stream.time
-        self._clock_offset = (before + time.monotonic()) / 2 - stream_now
+        self._clock_offset = _clock_offset(self._stream)
 
     def prepare(self, audio: np.ndarray, rate: int) -> np.ndarray:
         """A clip (frames[, channels]) at `rate` in this speaker's format: its rate, 1 or its channel count."""
@@ -266,19 +369,24 @@ class SpeakerOutput:
         if clip.rate != self.sample_rate:
             raise ValueError(f"SpeakerOutput.play_clip: clip at {clip.rate} Hz, the speaker runs at {self.sample_rate}")
         with self._lock:
+            if self._live_stream is not None and self._live_buffer_s != self._buffer_s and (
+                    self._live is None or self._live.done):  # the live stream takes the new size between clips
+                _close_stream(self._live_stream)
+                self._live_stream = None
             if self._live_stream is None:
                 import sounddevice
 
                 try:
                     stream = sounddevice.OutputStream(
                         device=self.device, samplerate=self.sample_rate, channels=self.channels, dtype="float32",
-                        callback=self._live_callback, latency=OUTPUT_LATENCY_S,
+                        callback=self._live_callback, latency=self._buffer_s,
                         blocksize=max(1, round(self.sample_rate * self.block_s)))
                     alsa.enable_realtime(stream)
                     stream.start()
                 except Exception as error:  # the device refuses a second stream: say so
                     raise AudioDeviceError(f"cannot open a second stream for the live monitor ({error})") from error
                 self._live_stream = stream
+                self._live_buffer_s = self._buffer_s
             self._live_cut = False
             self._live = clip
         return clip
@@ -328,18 +436,24 @@ class SpeakerOutput:
         action = clip._action
         if action is None or self._stream is None:
             return 0.0
-        started = float(action.actual_time)
-        if started <= 0.0:  # the callback has not started it yet: nothing was heard
+        clip.started_at  # noqa: B018 - notes the clip's DAC origin if the callback has started it
+        if clip._origin is None:  # the callback has not started it yet: nothing was heard
             self._stream.cancel(action)
             return 0.0
         position = self._fade_ahead(clip)
-        end = started + position / clip.rate
-        self._stream.cancel(action, time=end + _CANCEL_AFTER_FADE_S, allow_belated=True)
+        origin_frame, origin_time = clip._origin
+        end = origin_time + (position - origin_frame) / clip.rate
+        # after an underrun not yet measured the fade reaches the DAC later than `end`: silence follows it anyway
+        late = _STALE_MAPPING_S if clip._anchor_probe is not None else 0.0
+        self._stream.cancel(action, time=end + _CANCEL_AFTER_FADE_S + late, allow_belated=True)
+        if clip._anchor_probe is not None:
+            self._stream.cancel(clip._anchor_probe)
+            clip._anchor_probe = None
         return end
 
     def _fade_ahead(self, clip: SpeakerClip) -> int:
         """Fade the clip's samples out `_GUARD_S` ahead of the read position, silence after; the frame where silence starts."""
-        position = min(clip.frames, int(clip._action.done_frames) + round(_GUARD_S * clip.rate))
+        position = min(clip.frames, clip.handed + round(_GUARD_S * clip.rate))
         count = min(len(self._ramp), clip.frames - position)
         clip.samples[position:position + count] *= self._ramp[:count]
         clip.samples[position + count:] = 0.0
@@ -353,7 +467,7 @@ class SpeakerOutput:
         original, clip._original = clip._original, None
         if original is None:
             return
-        position = min(clip.frames, int(clip._action.done_frames) + round(_GUARD_S * clip.rate))
+        position = min(clip.frames, clip.handed + round(_GUARD_S * clip.rate))
         count = min(len(self._ramp), clip.frames - position)
         clip.samples[position + count:] = original[position + count:]
         clip.samples[position:position + count] = original[position:position + count] * self._ramp[::-1][:count]
@@ -375,15 +489,68 @@ class SpeakerOutput:
             return False
         clip = self._current
         if clip is not None and not clip.done:
-            clip.underflows += self._underruns - underruns_before
+            if self._underruns > underruns_before:
+                clip.underflows += self._underruns - underruns_before
+                self._reanchor(clip)
             self._follow(clip)
+        elif clip is not None and clip._anchor_probe is not None:  # it ended before the probe measured it
+            self._follow(clip)
+        self._adapt(hand_over=True)
         return self.error is None
 
     def _follow(self, clip: SpeakerClip) -> None:
-        # Only frame 0's DAC time is exact (PortAudio's outputBufferDacTime for the block it started in);
-        # how far ahead of the DAC the device has taken the later frames depends on buffering we cannot see.
-        if clip.heard is None and clip.started_at is not None:
+        # Only a start's DAC time is exact (PortAudio's outputBufferDacTime for the block it started in): the
+        # clip's own, or after an underrun (which delays the rest of the clip) a silent probe's beside it.
+        probe, stream = clip._anchor_probe, self._stream
+        if probe is not None and stream is not None:
+            with self._queue_lock:
+                if float(probe.actual_time) > 0.0 or clip._action not in stream.actions:
+                    clip._anchor_probe = None
+                    anchor = self._probed_frame(clip, probe, wait=False)
+                    if anchor is not None:
+                        clip._origin = anchor
+                        clip.heard = (anchor[0], anchor[1] + self._clock_offset)
+                    else:  # not measurable (the clip ended first): the last DAC time known is better than none
+                        clip.heard = clip._heard_before
+        elif clip.heard is None and clip.underflows == 0 and clip.started_at is not None:
             clip.heard = (0, clip.started_at)
+
+    def _reanchor(self, clip: SpeakerClip) -> None:
+        """The device ran dry while `clip` played: its DAC times moved; forget them until a probe measures them."""
+        clip._heard_before = clip.heard or clip._heard_before
+        clip.heard = None
+        with self._queue_lock:
+            if clip._anchor_probe is None and clip._action is not None and self._stream is not None:
+                clip._anchor_probe = self._start_probe(self._stream)
+
+    def _start_probe(self, stream):
+        """A silent action started at once beside whatever plays: its start is an exact DAC time."""
+        return stream.play_buffer(self._probe_buffer, channels=list(range(1, self.channels + 1)), allow_belated=True)
+
+    def _probed_frame(self, clip: SpeakerClip, probe, wait: bool) -> tuple[int, float] | None:
+        """(clip frame, stream time it reached the DAC) from a probe on the clip's stream (cancelled here), or
+        None while the probe has not started (`wait`: up to half a second) or when the clip's action has ended.
+
+        Both actions advance one block per callback, so the clip's frame when the probe started is the
+        difference of their counts, read until no block came in between."""
+        stream, action = self._stream, clip._action
+        deadline = time.monotonic() + (0.5 if wait else 0.0)
+        while float(probe.actual_time) <= 0.0 and action in stream.actions and time.monotonic() < deadline:
+            time.sleep(0.002)
+        started = float(probe.actual_time) > 0.0
+        if not started and action in stream.actions:
+            if wait:
+                stream.cancel(probe)
+            return None
+        while True:
+            before = int(action.done_frames)
+            probed = int(probe.done_frames)
+            if int(action.done_frames) == before:
+                break
+        stream.cancel(probe)
+        if not started or action not in stream.actions:
+            return None
+        return clip._action_frame + before - probed, float(probe.actual_time)
 
     def _poll_counters(self) -> bool:
         """Fetch the callback's counters (underflows) at most every `_STATS_INTERVAL_S`.
@@ -395,11 +562,14 @@ class SpeakerOutput:
             return True
         now = time.monotonic()
         with self._queue_lock:
+            self._close_retired(now)
             pending = self._stats_action
             if pending is not None:
                 if pending in stream.actions:
                     return now - self._stats_sent_at <= NO_CALLBACK_TIMEOUT_S
-                self._underruns += int(pending.stats.output_underflows)
+                new = int(pending.stats.output_underflows)
+                self._underruns += new
+                self.policy.update(now, new + self._take_live_underruns())
                 self._stats_action = None
             if now >= self._stats_due:
                 self._stats_action = stream.fetch_and_reset_stats()
@@ -407,10 +577,101 @@ class SpeakerOutput:
                 self._stats_due = now + _STATS_INTERVAL_S
         return True
 
+    def _take_live_underruns(self) -> int:
+        seen, self._live_underruns_seen = self._live_underruns_seen, self._live_underruns
+        return self._live_underruns - seen
+
+    def _adapt(self, hand_over: bool) -> None:
+        """Take the policy's buffer size: reopen while nothing plays; while a clip plays, hand it over to a
+        larger buffer (`hand_over`: on the thread that follows the clip, never the GUI's) or wait."""
+        if self._stream is None or self.policy.size_s == self._buffer_s:
+            return
+        with self._lock, self._queue_lock:
+            size, old = self.policy.size_s, self._stream
+            if old is None or size == self._buffer_s:
+                return
+            clip = self._current
+            playing = clip is not None and not clip.done and clip._action is not None
+            if playing and not (hand_over and size > self._buffer_s and clip is not self._handover_tried):
+                return
+            if not playing and any(action is not self._stats_action for action in old.actions):
+                return  # a cut clip's fade (or a probe) still plays: reopen after it
+            try:
+                stream = self._open_mixer(size)
+            except Exception:  # noqa: BLE001 - the device refuses a new stream now: keep the one that plays
+                return
+            close_old_after = 0.0
+            if playing:
+                self._handover_tried = clip  # once per clip: a failed attempt is not retried every check
+                close_old_after = self._hand_over(clip, old, self._clock_offset, stream, _clock_offset(stream))
+                if close_old_after is None:  # it could not be timed: the clip ends on the old stream
+                    _close_stream(stream)
+                    return
+                self.handovers += 1
+            self._retiring.append((old, close_old_after, self._stats_action))
+            self._use(stream, size)
+            self._close_retired(time.monotonic())
+
+    def _hand_over(self, clip: SpeakerClip, old, old_offset: float, new, new_offset: float) -> float | None:
+        """Continue `clip` on the `new` (larger-buffered) stream from where the `old` one is at the DAC then;
+        the monotonic time after which the old stream may close, or None when it could not be timed.
+
+        Where the clip is at the DAC comes from a silent probe started beside it on the old stream: both
+        advance one block per callback, so the clip's frame when the probe started is their difference, and
+        the probe's start is an exact DAC time (an underrun shifted the clip's own start time away). The new
+        stream starts the rest at the first DAC time it can reach (its buffer ahead) plus a margin, and the old
+        one is cancelled at that same instant: samples are exact within each stream's clock (~1 ms apart).
+        """
+        channels = list(range(1, self.channels + 1))
+        if clip._anchor_probe is not None:
+            old.cancel(clip._anchor_probe)
+            clip._anchor_probe = None
+        anchor = self._probed_frame(clip, self._start_probe(old), wait=True)
+        if anchor is None:
+            return None
+        action = clip._action
+        probe_frame, probe_at = anchor[0], anchor[1] + old_offset  # monotonic
+        latency = new.latency if isinstance(new.latency, float) else self.policy.size_s
+        at = time.monotonic() + latency + 2 * self.block_s + _HANDOVER_MARGIN_S
+        frame = probe_frame + round((at - probe_at) * clip.rate)
+        if not clip._action_frame + int(action.done_frames) < frame < clip.frames - round(self.block_s * clip.rate):
+            return None  # the old stream has handed it already, or the clip ends first
+        start = at - new_offset
+        new_action = new.play_buffer(clip.samples[frame:], channels=channels, start=start, allow_belated=True)
+        old.cancel(action, time=at - old_offset, allow_belated=True)
+        clip.started_at  # noqa: B018 - keep the first start time: only the action changes
+        clip._retired = (old, action)
+        clip._action, clip._action_frame = new_action, frame
+        clip._origin = (frame, start)
+        clip.heard = (frame, at)  # a fresh DAC observation for the source's media clock
+        return at + 2 * _CANCEL_AFTER_FADE_S
+
+    def _close_retired(self, now: float) -> None:
+        """Close the streams a resize left once their time has passed (`inf`: all), counting their underruns."""
+        with self._queue_lock:
+            keep = []
+            for stream, close_after, pending in self._retiring:
+                if now < close_after:
+                    keep.append((stream, close_after, pending))
+                    continue
+                try:
+                    stream.stop()
+                    if pending is not None and pending not in stream.actions:
+                        self._underruns += int(pending.stats.output_underflows)
+                    self._underruns += int(stream.stats.output_underflows)
+                except Exception:  # noqa: BLE001 - a vanished device: nothing left to count
+                    pass
+                _close_stream(stream)
+                clip = self._current
+                if clip is not None and clip._retired is not None and clip._retired[0] is stream:
+                    clip._retired = None
+            self._retiring = keep
+
     def _fail(self, message: str) -> None:
         with self._lock:
             stream, self._stream = self._stream, None
             _close_stream(stream)
+            self._close_retired(float("inf"))
             self.error = f"{message}; the next play reopens it"
             for clip in (self._current, self._live):
                 if clip is not None and not clip.done:
@@ -435,10 +696,18 @@ class SpeakerOutput:
             _close_stream(stream)
             self._stream = None
             self._current = None
+            self._close_retired(float("inf"))
             if self._live is not None and not self._live.done:
                 self._live.cut = self._live.done = True
             _close_stream(self._live_stream)
             self._live_stream = self._live = None
+
+
+def _clock_offset(stream) -> float:
+    """monotonic - stream time, read back to back (the stream's clock is PortAudio's, not ours)."""
+    before = time.monotonic()
+    stream_now = stream.time
+    return (before + time.monotonic()) / 2 - stream_now
 
 
 class StreamedClip(SpeakerClip):
