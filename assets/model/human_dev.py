@@ -29,6 +29,8 @@ languages, by other speakers, are training data (`human_voices`); no English one
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,7 +88,8 @@ def _stamp_words(description: Path) -> str | None:
     return " ".join(re.sub(r"[^a-z']+", " ", first.lower()).split()) or None
 
 
-def _decode(path: Path) -> np.ndarray:
+def decode(path: Path) -> np.ndarray:
+    """A recording as float32 mono at SAMPLE_RATE."""
     from studio.engine.audio_file import AudioFileStream
 
     return np.concatenate([chunk[:, 0] for chunk in AudioFileStream(path).chunks(rate=SAMPLE_RATE)])
@@ -174,7 +177,7 @@ def aligned_clip(decoder, speaker: str, path: Path, text: str, words: str, liste
     from studio.engine.sources import AudioInputError
 
     try:
-        audio = _decode(path)
+        audio = decode(path)
     except AudioInputError:
         return None
     if listener is not None:
@@ -208,6 +211,30 @@ def load_dev_set(log=print) -> tuple[list[DevClip], dict]:
                "audio_s": round(sum(len(c.audio) for c in clips) / SAMPLE_RATE, 1)}
     log(f"human dev set: {len(clips)} clips, {len(dropped)} dropped by QC, {len(unknown)} not in the dictionary")
     return clips, summary
+
+
+def freeze(clips: list[DevClip], path: Path) -> None:
+    """Write the clips' labels as JSON (recording, speaker, words, aligned phones, the file's sha256): a frozen set
+    that `thaw` scores without running the aligner, and that refuses a recording a package update changed."""
+    entries = [{"path": str(clip.path), "sha256": hashlib.sha256(clip.path.read_bytes()).hexdigest(),
+                "speaker": clip.speaker, "text": clip.text, "phones": [list(phone) for phone in clip.phones]}
+               for clip in clips]
+    path.write_text("[\n" + ",\n".join(json.dumps(entry) for entry in entries) + "\n]\n", encoding="utf-8")  # a clip a line
+
+
+def thaw(path: Path) -> list[DevClip]:
+    """The clips a `freeze` file lists, their audio decoded from the installed packages."""
+    clips = []
+    for entry in json.loads(path.read_text(encoding="utf-8")):
+        recording = Path(entry["path"])
+        if not recording.is_file():
+            raise FileNotFoundError(f"{path}: recording {recording} is not installed (apt-get install klettres-data "
+                                    "ktuberling-data tuxpaint-stamps-default)")
+        if hashlib.sha256(recording.read_bytes()).hexdigest() != entry["sha256"]:
+            raise ValueError(f"{path}: recording {recording} differs from the one frozen (its sha256 changed)")
+        phones = tuple((name, float(start), float(end)) for name, start, end in entry["phones"])
+        clips.append(DevClip(recording, entry["speaker"], entry["text"], decode(recording), phones))
+    return clips
 
 
 def to_examples(clips: list[DevClip], telephone: bool = False, gain_db: float = 0.0, snr_db: float | None = None):

@@ -48,7 +48,7 @@ from pathlib import Path
 import numpy as np
 
 from assets.model import amazon_queen, steel_sky
-from assets.model.human_dev import KLETTRES, SAMPLE_RATE, TUXPAINT_STAMPS, DevClip, _decode, aligned_clip, in_dictionary
+from assets.model.human_dev import KLETTRES, SAMPLE_RATE, TUXPAINT_STAMPS, DevClip, aligned_clip, decode, in_dictionary
 
 FILLETS = Path("/usr/share/games/fillets-ng")
 FESTVOX_RU = Path("/usr/share/festival/voices/russian/msu_ru_nsh_clunits")
@@ -190,7 +190,7 @@ def labelled_clips(root: Path = FESTVOX_RU) -> tuple[list[DevClip], int]:
     for name, text in ids:
         phones = _labelled_phones(_read(root / "lab" / f"{name}.lab"))
         try:
-            audio = _decode(root / "wav" / f"{name}.wav") if phones else None
+            audio = decode(root / "wav" / f"{name}.wav") if phones else None
         except AudioInputError:
             audio = None
         if audio is None or abs(phones[-1][2] - len(audio) / SAMPLE_RATE) > 0.05:

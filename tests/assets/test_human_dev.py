@@ -35,7 +35,7 @@ def test_a_stamp_is_heard_saying_the_first_line_of_its_description(tmp_path):
 def test_a_word_aligns_into_its_phones_inside_the_audible_region():
     decoder = Decoder(samprate=human_dev.SAMPLE_RATE, loglevel="FATAL")
     _, path, text, _ = _recording("ktuberling/en/umbrella.ogg")
-    audio = human_dev._decode(path)
+    audio = human_dev.decode(path)
     phones = human_dev.align(decoder, audio, text)
     assert phones is not None
     speech = [p for p in phones if p[0] != "SIL"]
@@ -82,7 +82,7 @@ def test_a_stamp_read_without_its_article_keeps_its_first_stop_at_the_release():
 def test_qc_rejects_an_alignment_of_the_wrong_words():
     decoder = Decoder(samprate=human_dev.SAMPLE_RATE, loglevel="FATAL")
     _, path, _, _ = _recording("ktuberling/en/umbrella.ogg")
-    audio = human_dev._decode(path)
+    audio = human_dev.decode(path)
     silence_then_word = np.concatenate([np.zeros(human_dev.SAMPLE_RATE * 3, np.float32), audio])
     assert human_dev.align(decoder, silence_then_word, "pepperoni pineapple salami tomato") is None
 
@@ -90,7 +90,7 @@ def test_qc_rejects_an_alignment_of_the_wrong_words():
 def test_qc_rejects_an_alignment_that_gives_up_before_the_last_word():
     _, path, text, _ = _recording("tuxpaint/en/animals/insects/bee_desc.ogg")
     assert text == "a bee"
-    audio = human_dev._decode(path)
+    audio = human_dev.decode(path)
     search = Decoder(samprate=human_dev.SAMPLE_RATE, loglevel="FATAL")
     search.set_align_text(text)
     search.start_utt()
@@ -106,7 +106,7 @@ def test_the_breakdown_names_each_closure_by_its_phone_and_speaker():
 
     decoder = Decoder(samprate=human_dev.SAMPLE_RATE, loglevel="FATAL")
     speaker, path, text, _ = _recording("ktuberling/en/pizzeria_pepperoni.ogg")
-    audio = human_dev._decode(path)
+    audio = human_dev.decode(path)
     clip = human_dev.DevClip(path, speaker, text, audio, human_dev.align(decoder, audio, text))
     model = ShapedModel(FaceModel("fp32"), centred=False)
     breakdown = human_breakdown(model, [clip], human_dev.to_examples([clip]))
@@ -120,7 +120,7 @@ def test_the_breakdown_names_each_closure_by_its_phone_and_speaker():
 def test_the_dev_set_can_be_heard_through_a_hotter_microphone_and_in_a_noisy_room():
     decoder = Decoder(samprate=human_dev.SAMPLE_RATE, loglevel="FATAL")
     speaker, path, text, _ = _recording("ktuberling/en/umbrella.ogg")
-    audio = human_dev._decode(path)
+    audio = human_dev.decode(path)
     clip = human_dev.DevClip(path, speaker, text, audio, human_dev.align(decoder, audio, text))
     recorded, hotter, noisy = (human_dev.to_examples([clip], **room)[0]
                                for room in ({}, {"gain_db": 20.0}, {"snr_db": 10.0}))
