@@ -24,6 +24,7 @@ from studio.engine.anchor import ROTATION_DIMS, head_lever_matrix, in_range
 # the face's own channels: the eye channels carry blinks and gaze, which idle motion drives on purpose
 FACE_CHANNELS = np.array([i for i, name in enumerate(ARKIT_NAMES) if not name.startswith("eye")])
 SILENT_VOICE = 0.05  # voice activity below this counts as a silent frame
+SKEW_SIGMAS = 3.0  # a skew is told only this many standard errors clear of zero (or of its limit, to warn)
 
 DRIFT_RANGES: dict[str, tuple[float, float, str]] = {
     "max_av_offset_ms": (0.1, 1000.0, "ms"),
@@ -145,6 +146,7 @@ class DriftMonitor:
         self._resting_frames = 0
         self.session_s = 0.0
         self.current: dict[str, float] = {}
+        self.skew_error_ppm = 0.0  # standard error of the current skew
         self.shown_drift: np.ndarray | None = None  # the latest drift vectors from the rest anchor
         self.raw_drift: np.ndarray | None = None
         self.anchoring = True
@@ -200,9 +202,26 @@ class DriftMonitor:
                 self._silent_sum, self._silent_frames = 0.0, 0
                 self._minute_started = t
 
-    def update_clock(self, time_s: float, av_offset_ms: float, skew_ppm: float) -> None:
+    def update_clock(self, time_s: float, av_offset_ms: float, skew_ppm: float | None,
+                     skew_error_ppm: float = 0.0) -> None:
+        """The A/V offset of what plays now, and its clock's skew (None: too little data to tell) with the
+        skew's standard error: a skew warns only when it is past its limit by more than SKEW_SIGMAS of those."""
         self._record("av_offset_ms", time_s, av_offset_ms)
+        if skew_ppm is None:
+            self.forget("skew_ppm")
+            return
         self._record("skew_ppm", time_s, skew_ppm)
+        self.skew_error_ppm = float(skew_error_ppm)
+
+    def clear_clock(self) -> None:
+        """Nothing plays (or a new source starts): no A/V offset or skew is current until it is measured anew."""
+        self.forget("av_offset_ms", "skew_ppm")
+        self.skew_error_ppm = 0.0
+
+    def forget(self, *names: str) -> None:
+        """These figures are no longer current (their history stays in `series`)."""
+        for name in names:
+            self.current.pop(name, None)
 
     def mark_prewarmed(self, rss_mb: float) -> None:
         """Memory growth is measured from here (models, shaders and voice are loaded)."""
@@ -245,13 +264,14 @@ class DriftMonitor:
         """What exceeds its threshold now, each as one plain sentence."""
         limits, now, out = self.thresholds, self.current, []
         offset = now.get("av_offset_ms")
+        skew = now.get("skew_ppm")
+        measured_skew = skew is not None and abs(skew) > SKEW_SIGMAS * self.skew_error_ppm
         if offset is not None and abs(offset) > limits.max_av_offset_ms:
-            skew = now.get("skew_ppm", 0.0)
             side = "behind" if offset < 0 else "ahead of"
-            pace = "fast" if skew > 0 else "slow"
-            out.append(f"lips {abs(offset):.0f} ms {side} the voice: audio clock {abs(skew):.0f} ppm {pace}")
-        elif abs(now.get("skew_ppm", 0.0)) > limits.max_skew_ppm:
-            out.append(f"audio clock {abs(now['skew_ppm']):.0f} ppm off the system clock (compensated; check the device)")
+            cause = f": audio clock {abs(skew):.0f} ppm {'fast' if skew > 0 else 'slow'}" if measured_skew else ""
+            out.append(f"lips {abs(offset):.0f} ms {side} the voice{cause}")
+        elif skew is not None and abs(skew) - SKEW_SIGMAS * self.skew_error_ppm > limits.max_skew_ppm:
+            out.append(f"audio clock {abs(skew):.0f} ppm off the system clock (compensated; check the device)")
         for key, limit, what, unit in (("root_drift_mm", limits.max_root_drift_mm, "body", "mm"),
                                         ("head_drift_deg", limits.max_head_drift_deg, "head", "°")):
             value = now.get(key)

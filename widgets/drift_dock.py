@@ -2,11 +2,11 @@
 long-range plots that stay cheap for hours (downsampled series), a plain-language warning, and
 "Re-anchor now".
 
-`DriftModel` is Qt-free (polled at 1 Hz with the engine, the presented frame and the process memory);
-`DriftPanel` mirrors it; `DriftDock` wires both into the main window. The identity check (an offscreen
-render compared by SSIM) runs where `DriftModel.identity` is given a renderer: the soak gives its own
-offscreen one; the window gives `WindowIdentityCheck`, which draws with the viewport's canvas (a second GL
-canvas beside the viewport stalled the viewport on Mesa).
+`studio.drift_model.DriftModel` holds the figures (polled at 1 Hz with the engine, the take player and the
+process memory); `DriftPanel` mirrors it and says why a figure is missing; `DriftDock` wires both into the
+main window. The identity check (an offscreen render compared by SSIM) runs where `DriftModel.identity` is
+given a renderer: the soak gives its own offscreen one; the window gives `WindowIdentityCheck`, which draws
+with the viewport's canvas (a second GL canvas beside the viewport stalled the viewport on Mesa).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ os.environ.setdefault("PYQTGRAPH_QT_LIB", "PySide6")
 import pyqtgraph as pg  # noqa: E402
 from PySide6.QtCore import Qt, QTimer  # noqa: E402
 from PySide6.QtWidgets import (  # noqa: E402
+    QBoxLayout,
     QCheckBox,
     QGridLayout,
     QHBoxLayout,
@@ -29,92 +30,11 @@ from PySide6.QtWidgets import (  # noqa: E402
 )
 
 from render.identity import IdentityCheck  # noqa: E402
-from studio.drift import DriftMonitor, DriftThresholds  # noqa: E402
-from studio.engine.anchor import SpatialAnchor  # noqa: E402
-from studio.frame import FrameState  # noqa: E402
+from studio.drift import DriftMonitor  # noqa: E402
+from studio.drift_model import DriftModel  # noqa: E402
 from widgets.inspector import monospace_font  # noqa: E402
-from widgets.models import Event  # noqa: E402
 
-WARMUP_S = 60.0  # memory growth counts from the end of the first minute (models, shaders, voice loaded)
 _SHOWN, _RAW, _LIMIT = "#4ec9b0", "#f48771", "#e5c07b"
-
-
-class DriftModel:
-    """Feeds a DriftMonitor from the running engine once a second; `changed` fires after each poll."""
-
-    def __init__(self, thresholds: DriftThresholds | None = None) -> None:
-        self.monitor = DriftMonitor(thresholds)
-        self.changed = Event()
-        self.engine = None
-        self._queue = None
-        self._started: float | None = None
-        self._notes_seen = 0
-        self._next_identity: float | None = None
-        self.identity = None  # callable FrameState -> SSIM (the window supplies an offscreen renderer)
-
-    @property
-    def thresholds(self) -> DriftThresholds:
-        return self.monitor.thresholds
-
-    @property
-    def anchor(self) -> SpatialAnchor | None:
-        anchor = getattr(self.engine, "anchor", None)
-        return anchor if isinstance(anchor, SpatialAnchor) else None
-
-    def poll(self, engine, presented: FrameState | None, now_s: float, rss_mb: float) -> None:
-        monitor = self.monitor
-        if engine is not self.engine:
-            if self._queue is not None and self.engine is not None:
-                self.engine.unsubscribe(self._queue)
-            self.engine, self._queue = engine, None if engine is None else engine.subscribe(maxlen=512)
-        if self._started is None:
-            self._started = now_s
-        session = now_s - self._started
-        monitor.session_s = session
-        if engine is not None:
-            anchor = self.anchor
-            if anchor is not None:
-                monitor.anchoring = anchor.settings.enabled
-                monitor.nonfinite_frames = anchor.nonfinite_frames
-                monitor.update_anchor(session, anchor.take_sums(), anchor.rest)
-            monitor.update_frames(self._queue.drain())
-            monitor.dropped_frames = self._queue.dropped
-            source = engine.source
-            if source is not None and source.clock.ready and presented is not None:
-                offset_ms = (presented.media_time_s - engine.media_time_now()) * 1000.0
-                monitor.update_clock(session, offset_ms, source.clock.skew_ppm)
-            counters = engine.audio_counters() if hasattr(engine, "audio_counters") else {}
-            monitor.underruns = int(counters.get("output_underruns") or 0)
-            events = list(getattr(engine.housekeeper, "events", ()))
-            for event in events[self._notes_seen:]:
-                monitor.note(event)
-            self._notes_seen = len(events)
-        if monitor.baseline_rss_mb is None and session >= WARMUP_S:
-            monitor.mark_prewarmed(rss_mb)
-        monitor.update_memory(session, rss_mb)
-        if self.identity is not None:
-            if self._next_identity is None:
-                self._next_identity = session
-            if session >= self._next_identity:
-                self._next_identity = session + self.thresholds.identity_interval_s
-                try:
-                    monitor.update_identity(session, self.identity(monitor.identity_frame()))
-                except Exception as error:  # noqa: BLE001 - a failed render must not stop the monitor
-                    monitor.note(f"identity render failed: {error}")
-                    self.identity = None
-        self.changed.emit()
-
-    def re_anchor(self) -> None:
-        anchor = self.anchor
-        if anchor is not None:
-            anchor.re_anchor()
-            self.monitor.note(f"re-anchored by the operator at {self.monitor.session_s:.0f} s")
-
-    def set_anchoring(self, enabled: bool) -> None:
-        anchor = self.anchor
-        if anchor is not None:
-            anchor.settings = anchor.settings.model_copy(update={"enabled": bool(enabled)})
-            self.monitor.anchoring = bool(enabled)
 
 
 def _session_text(seconds: float) -> str:
@@ -131,6 +51,8 @@ class DriftPanel(QWidget):
     """Mirrors a DriftModel: warning line, figures with their limits, long-range drift and A/V plots."""
 
     ROWS = ("session", "av", "root", "head", "bias", "identity", "memory", "frames")
+    NOTED = ("av", "head")  # rows followed by a line saying why the figures are missing (head: body and head)
+    SIDE_BY_SIDE = (700, 320)  # a dock at least this wide and lower than this shows its plots side by side
 
     def __init__(self, model: DriftModel, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -152,34 +74,51 @@ class DriftPanel(QWidget):
         grid = QGridLayout()
         grid.setHorizontalSpacing(10)
         grid.setVerticalSpacing(1)
-        titles = {"session": "session", "av": "A/V offset · skew", "root": "body drift (shown · input)",
-                  "head": "head drift (shown · input)", "bias": "neutral bias", "identity": "identity SSIM",
-                  "memory": "memory", "frames": "frames"}
+        titles = {"session": "session", "av": "A/V offset · skew", "root": "body drift", "head": "head drift",
+                  "bias": "neutral bias", "identity": "identity SSIM", "memory": "memory", "frames": "frames"}
+        tips = {"av": "The offset of the picture from the sound, and the skew of the clock of what plays (a take's "
+                      "own, or the engine's source), ± its standard error",
+                "root": "Root translation off the rest anchor: as shown (after anchoring) · as the tracker sends it",
+                "head": "Head orientation off the rest anchor: as shown (after anchoring) · as the tracker sends it"}
         self.values: dict[str, QLabel] = {}
         self.limits: dict[str, QLabel] = {}
-        for row, key in enumerate(self.ROWS):
-            grid.addWidget(QLabel(titles[key]), row, 0)
+        self.notes: dict[str, QLabel] = {}  # why a figure above is missing, or what it is measured on
+        row = 0
+        for key in self.ROWS:
+            title = QLabel(titles[key])
+            title.setToolTip(tips.get(key, ""))
+            grid.addWidget(title, row, 0)
             value, limit = QLabel("—"), QLabel("")
             value.setFont(mono)
             limit.setObjectName("hint")
             grid.addWidget(value, row, 1)
             grid.addWidget(limit, row, 2)
             self.values[key], self.limits[key] = value, limit
+            row += 1
+            if key in self.NOTED:
+                note = QLabel("")
+                note.setObjectName("hint")
+                note.setWordWrap(True)
+                grid.addWidget(note, row, 1, 1, 2)
+                self.notes[key] = note
+                row += 1
         self.events = QLabel("")
         self.events.setObjectName("hint")
         self.events.setWordWrap(True)
-        grid.addWidget(self.events, len(self.ROWS), 0, 1, 3)
-        grid.setRowStretch(len(self.ROWS) + 1, 1)
+        grid.addWidget(self.events, row, 0, 1, 3)
+        grid.setRowStretch(row + 1, 1)
 
         pg.setConfigOptions(antialias=False)
         self.drift_plot = pg.PlotWidget()
         self.av_plot = pg.PlotWidget()
-        for widget, label, unit in ((self.drift_plot, "body drift", "mm"), (self.av_plot, "A/V offset", "ms")):
+        for widget, title in ((self.drift_plot, "body drift (mm)"), (self.av_plot, "A/V offset (ms)")):
             plot = widget.getPlotItem()
             plot.setClipToView(True)
             plot.setDownsampling(auto=True, mode="peak")
             plot.showGrid(x=True, y=True, alpha=0.15)
-            plot.setLabel("left", f"{label} ({unit})")
+            # a horizontal title fits the plot's width; a vertical axis label was cut to the plot's small height
+            plot.setTitle(title, size="8pt")
+            plot.getAxis("left").setWidth(36)
             plot.setLabel("bottom", "session (min)")
             plot.setMouseEnabled(x=False, y=False)
             plot.setMenuEnabled(False)
@@ -189,9 +128,10 @@ class DriftPanel(QWidget):
         self.av_curve = self.av_plot.plot([], [], pen=pg.mkPen(_SHOWN, width=1.5))
         for widget, limit in ((self.drift_plot, limits.max_root_drift_mm), (self.av_plot, limits.max_av_offset_ms)):
             widget.addItem(pg.InfiniteLine(pos=limit, angle=0, pen=pg.mkPen(_LIMIT, style=Qt.PenStyle.DashLine)))
-        plots = QVBoxLayout()
-        plots.addWidget(self.drift_plot, 1)
-        plots.addWidget(self.av_plot, 1)
+        plots = self.plots = QBoxLayout(QBoxLayout.Direction.LeftToRight)
+        for widget in (self.drift_plot, self.av_plot):
+            widget.setMinimumSize(60, 60)
+            plots.addWidget(widget, 1)
 
         body = QHBoxLayout()
         body.addLayout(plots, 1)
@@ -213,11 +153,13 @@ class DriftPanel(QWidget):
             self.limits[key].setText(text)
 
     def refresh(self) -> None:
-        monitor = self.model.monitor
+        model = self.model
+        monitor = model.monitor
         current = monitor.current
+        pose_note = model.pose_note
         values = {
             "session": _session_text(monitor.session_s),
-            "av": f"{_value(monitor, 'av_offset_ms', '{:+.1f} ms')} · {_value(monitor, 'skew_ppm', '{:+.0f} ppm')}",
+            "av": self._av_text(),
             "root": f"{_value(monitor, 'root_drift_mm', '{:.2f}')} · {_value(monitor, 'raw_root_drift_mm', '{:.2f} mm')}",
             "head": f"{_value(monitor, 'head_drift_deg', '{:.3f}')} · {_value(monitor, 'raw_head_drift_deg', '{:.3f}°')}",
             "bias": _value(monitor, "neutral_bias", "{:.3f}"),
@@ -227,9 +169,12 @@ class DriftPanel(QWidget):
             "frames": f"p99 {_value(monitor, 'frame_p99_ms', '{:.1f} ms')}, dropped {monitor.dropped_frames}, "
                       f"underruns {monitor.underruns}",
         }
-        for key, text in values.items():
-            if self.values[key].text() != text:
-                self.values[key].setText(text)
+        notes = {"av": model.av_note, "head": pose_note or ""}
+        for labels, texts in ((self.values, values), (self.notes, notes)):
+            for key, text in texts.items():
+                if labels[key].text() != text:
+                    labels[key].setText(text)
+                    labels[key].setVisible(bool(text))
         warnings = monitor.warnings()
         status = ("⚠ " + "; ".join(warnings)) if warnings else "steady: every figure within its limit"
         if self.status.text() != status:
@@ -241,6 +186,21 @@ class DriftPanel(QWidget):
         self.events.setText("\n".join(list(monitor.events)[-3:]))
         if self.isVisible():
             self._plot()
+
+    def _av_text(self) -> str:
+        monitor = self.model.monitor
+        skew = monitor.current.get("skew_ppm")
+        skew_text = "—" if skew is None else f"{skew:+.0f} ± {monitor.skew_error_ppm:.0f} ppm"
+        return f"{_value(monitor, 'av_offset_ms', '{:+.1f} ms')} · {skew_text}"
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt's name
+        """Stacked plots, except in a wide, low dock, where stacked they would be slivers and their titles cut."""
+        size, (min_width, max_height) = event.size(), self.SIDE_BY_SIDE
+        wanted = (QBoxLayout.Direction.LeftToRight if size.width() >= min_width and size.height() < max_height
+                  else QBoxLayout.Direction.TopToBottom)
+        if self.plots.direction() != wanted:
+            self.plots.setDirection(wanted)
+        super().resizeEvent(event)
 
     def _plot(self) -> None:
         series = self.model.monitor.series
@@ -294,7 +254,8 @@ class DriftDock:
     def poll(self) -> None:
         controller = self.window.engine
         engine = controller.engine if controller.running else None
-        self.model.poll(engine, self.window.current_frame, time.monotonic(), self._process.memory_info().rss / 2**20)
+        player = self.window.recording.player  # a loaded take is what the viewport shows
+        self.model.poll(engine, time.monotonic(), self._process.memory_info().rss / 2**20, player)
 
     def close(self) -> None:
         self.timer.stop()

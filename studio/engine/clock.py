@@ -5,6 +5,9 @@ Each audio callback gives an observation (media time of the samples it delivered
 time it ran). Callback jitter only ever makes a callback late, so per one-second bucket we keep
 the earliest observation (the lower envelope), and fit a line through the last `history_s` of
 those points: offset and skew, robust to jitter, and an honest drift monitor.
+
+The fit also says how far to trust it: the skew's standard error, and how far the line sits from where
+the device put the newest buckets (what the picture, placed by the line, is off the sound by).
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ class MediaClock:
             self._latest: tuple[float, float] | None = None
             self._slope = 1.0  # monotonic seconds per media second
             self._anchor = (0.0, 0.0)  # (media, monotonic) the line passes through
+            self._slope_error = float("inf")  # standard error of the slope (inf below 3 points)
+            self._residuals = np.zeros(0)  # each point's monotonic time minus the line's, oldest first
             self.observations = 0
 
     def observe(self, media_time_s: float, monotonic_s: float) -> None:
@@ -67,14 +72,20 @@ class MediaClock:
         if len(points) >= 3 and media[-1] - media[0] > 0:
             media_mean, mono_mean = media.mean(), mono.mean()
             centred = media - media_mean
-            slope = float(np.dot(centred, mono - mono_mean) / np.dot(centred, centred))
+            spread = float(np.dot(centred, centred))
+            slope = float(np.dot(centred, mono - mono_mean) / spread)
+            residuals = mono - mono_mean - slope * centred
             # the median residual keeps one unlucky bucket from shifting the whole line
-            median_residual = float(np.median(mono - mono_mean - slope * centred))
+            median_residual = float(np.median(residuals))
             self._slope = slope
             self._anchor = (media_mean, mono_mean + median_residual)
+            self._residuals = residuals - median_residual
+            self._slope_error = float(np.sqrt(np.dot(residuals, residuals) / (len(points) - 2) / spread))
         else:
             best = min(self._points, key=lambda p: p[1] - p[0])
             self._anchor = best
+            self._slope_error = float("inf")
+            self._residuals = np.zeros(0)
 
     @property
     def skew_ppm(self) -> float:
@@ -82,11 +93,31 @@ class MediaClock:
         return (1.0 / self._slope - 1.0) * 1e6
 
     @property
-    def offset_s(self) -> float:
-        """monotonic - media at the latest observation, per the current estimate."""
+    def skew_error_ppm(self) -> float:
+        """Standard error of `skew_ppm` (inf until three buckets have closed): a skew within a few of these of
+        zero is not a measured skew."""
         with self._lock:
-            latest = self._latest or self._anchor
-            return self._to_monotonic(latest[0]) - latest[0]
+            return self._slope_error / self._slope ** 2 * 1e6
+
+    @property
+    def fitted_points(self) -> int:
+        """Closed one-bucket points the estimate rests on."""
+        with self._lock:
+            return len(self._points)
+
+    @property
+    def fitted_span_s(self) -> float:
+        """Media seconds between the oldest and the newest point the estimate rests on."""
+        with self._lock:
+            return self._points[-1][0] - self._points[0][0] if self._points else 0.0
+
+    def recent_error_s(self, buckets: int = 5) -> float | None:
+        """Media time the estimate is ahead of the device over the newest `buckets` points (their median):
+        where the picture, placed by the estimate, stands against the sound. None below three points."""
+        with self._lock:
+            if len(self._residuals) < 3:
+                return None
+            return float(np.median(self._residuals[-buckets:])) / self._slope
 
     @property
     def drift_s(self) -> float:

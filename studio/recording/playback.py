@@ -2,7 +2,9 @@
 
 While sound plays, the playback position is the audio clock (the clip frame at the DAC and when it
 got there), so the face stays on the voice even when the device runs late; without sound (no audio
-in the take, no output device) the monotonic clock paces it. Play, pause, seek and loop.
+in the take, no output device) the monotonic clock paces it. Play, pause, seek and loop. The take's own
+`audio_clock` (a MediaClock fed with the same DAC timing, restarted on each play) is what the drift monitor
+measures a playing take against.
 Frames and sound are read from the take's files as they play (the sound through a `StreamedClip`), so a
 take of hours plays in the memory a minute takes.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from studio.engine.clock import MediaClock
 from studio.engine.sources import AudioDeviceError
 from studio.frame import FrameState
 from studio.recording.take import Take
@@ -32,6 +35,8 @@ class TakePlayer:
         self._speaker = speaker
         self._clip = None
         self._clock = clock
+        self.audio_clock = MediaClock()  # take time heard <-> monotonic time, while its sound plays
+        self._observed: tuple[int, float] | None = None  # the DAC timing last given to `audio_clock`
         self._origin = 0.0  # take time where the current run started
         self._started = 0.0  # clock time when it started (monotonic pacing)
 
@@ -43,6 +48,7 @@ class TakePlayer:
         if self._origin >= self.duration_s - 1e-6:
             self._origin = 0.0
         self.state = "playing"
+        self.audio_clock.reset()
         self._started = self._clock()
         self._clip = self._start_sound(self._origin)
 
@@ -82,6 +88,9 @@ class TakePlayer:
             clip = None
         if clip is not None and clip.heard is not None:
             frame, at = clip.heard  # `at` may lie ahead: the sound is still in the device's buffer
+            if clip.heard != self._observed:
+                self._observed = clip.heard
+                self.audio_clock.observe(self._origin + frame / clip.rate, at)
             now = max(self._origin, self._origin + frame / clip.rate + (self._clock() - at))
         elif clip is not None:
             now = self._origin  # the first block is on its way to the device

@@ -55,3 +55,26 @@ def test_ring_returns_positions_and_drops_oldest_when_the_reader_falls_behind():
     assert len(samples) < 1000 and ring.dropped_samples == start - 300
     assert samples[-1] == 9
     assert ring.read_available()[1].size == 0
+
+
+def _observe_seconds(clock: MediaClock, start_media: float, seconds: float, ppm: float, rng, mono_start: float) -> float:
+    """Blocks of 10 ms each delivered late by up to a few ms, the card `ppm` fast; returns the monotonic end."""
+    block = 0.01
+    for i in range(1, int(seconds / block) + 1):
+        clock.observe(start_media + i * block, mono_start + i * block / (1 + ppm * 1e-6) + rng.exponential(0.002))
+    return mono_start + seconds / (1 + ppm * 1e-6)
+
+
+def test_the_fit_says_how_far_to_trust_it_and_where_the_sound_left_the_line():
+    rng = np.random.default_rng(1)
+    clock = MediaClock()
+    assert clock.recent_error_s() is None and clock.skew_error_ppm == float("inf")
+    mono = _observe_seconds(clock, 0.0, 4.0, 0.0, rng, START)
+    few = clock.skew_error_ppm
+    assert clock.fitted_points == 4 and 2.0 < clock.fitted_span_s < 3.0
+    mono = _observe_seconds(clock, 4.0, 116.0, 0.0, rng, mono)
+    assert clock.skew_error_ppm < few / 10  # more data, a tighter bound
+    assert abs(clock.skew_ppm) < 3 * clock.skew_error_ppm + 5
+    assert abs(clock.recent_error_s()) < 0.001  # a steady card: the picture is where the sound is
+    _observe_seconds(clock, 120.0, 20.0, 2000.0, rng, mono)  # the card speeds up: the line lags behind it
+    assert clock.recent_error_s() < -0.005  # the sound runs ahead of where the line places the picture
