@@ -65,14 +65,15 @@ def avatar_content_hash(avatar: AvatarModel) -> str:
 
 
 def take_manifest(persona: str, preset: str, avatar: AvatarModel, sample_rate: int, frame_rate: float,
-                  source: str = "live", **extra) -> dict:
-    """The manifest a take starts with (status `recording`)."""
+                  source: str = "live", channels: int = 1, **extra) -> dict:
+    """The manifest a take starts with (status `recording`); `sample_rate` and `channels` are its audio's."""
     return {
         "format": TAKE_FORMAT, "version": TAKE_VERSION, "status": "recording",
         "studio_version": studio.__version__, "source": source,
         "persona": persona, "preset": preset,
         "avatar": {"name": avatar.name, "source": str(avatar.source), "sha256": avatar_content_hash(avatar)},
-        "sample_rate": int(sample_rate), "frame_rate": float(frame_rate), "started_at": now_iso(), **extra,
+        "sample_rate": int(sample_rate), "channels": int(channels), "frame_rate": float(frame_rate),
+        "started_at": now_iso(), **extra,
     }
 
 
@@ -93,6 +94,9 @@ class TakeRecorder:
         self.free_mb: float | None = None
         self.on_stopped = on_stopped
         self.sample_rate = int(manifest["sample_rate"])
+        self.channels = int(manifest.get("channels") or 1)
+        if self.channels not in (1, 2):
+            raise ValueError(f"take manifest channels={self.channels!r}; allowed 1 or 2")
         self._audio: deque[tuple[float, np.ndarray]] = deque()
         self._events: deque[dict] = deque()
         self._stop = threading.Event()
@@ -121,7 +125,7 @@ class TakeRecorder:
         self._frames = open(self.folder / FRAMES, "wb")
         self._frames.write(frames_header())
         self._wav = open(self.folder / AUDIO, "wb")
-        self._wav.write(wav_header(self.sample_rate, 0))
+        self._wav.write(wav_header(self.sample_rate, 0, self.channels))
         self._events_file = open(self.folder / EVENTS, "wb")
         for handle in (self._frames, self._wav, self._events_file):
             handle.flush()
@@ -130,8 +134,13 @@ class TakeRecorder:
         self._thread.start()
 
     def add_audio(self, media_time_s: float, samples: np.ndarray) -> None:
-        """Queue input audio (mono float32 at the take's rate) whose first sample is at this media time."""
-        self._audio.append((float(media_time_s), np.array(samples, np.float32, copy=True)))
+        """Queue input audio at the take's rate, (n,) or (n, channels) float32, whose first sample is at this media
+        time; a mono chunk for a stereo take is duplicated, a stereo one for a mono take averaged."""
+        samples = np.array(samples, np.float32, copy=True)
+        samples = samples.reshape(len(samples), -1)
+        if samples.shape[1] != self.channels:
+            samples = np.repeat(samples.mean(axis=1, keepdims=True, dtype=np.float32), self.channels, axis=1)
+        self._audio.append((float(media_time_s), samples))
 
     def add_event(self, kind: str, media_time_s: float, **data) -> None:
         """An operator event (expression trigger, persona or preset switch, cue line) at this media time."""
@@ -224,7 +233,7 @@ class TakeRecorder:
                 samples = samples[self.audio_samples - position:]
                 position = self.audio_samples
             if position > self.audio_samples:  # a gap: silence keeps later sound on its time
-                self._append_audio(np.zeros(position - self.audio_samples, np.float32))
+                self._append_audio(np.zeros((position - self.audio_samples, self.channels), np.float32))
             self._append_audio(samples)
 
     def _append_audio(self, samples: np.ndarray) -> None:
@@ -232,7 +241,7 @@ class TakeRecorder:
             data = to_pcm16(samples)
             self.audio_peak = max(self.audio_peak, float(np.abs(samples).max()))
             self._wav.write(data)
-            self.audio_samples += samples.size
+            self.audio_samples += len(samples)
             self.bytes_written += len(data)
 
     def _flush(self) -> None:
@@ -249,7 +258,7 @@ class TakeRecorder:
                     handle.close()
             with open(self.folder / AUDIO, "r+b") as wav:
                 wav.seek(0)
-                wav.write(wav_header(self.sample_rate, self.audio_samples * 2))
+                wav.write(wav_header(self.sample_rate, self.audio_samples * 2 * self.channels, self.channels))
             frame_rate = float(self.manifest.get("frame_rate") or 30.0)
             self.manifest.update({
                 "status": "complete", "frames": self.frames_written,

@@ -79,11 +79,11 @@ def record_offline(folder: str | os.PathLike, avatar: AvatarModel, persona, pres
     """`avatar-studio record`: speak a file or a line in the persona's style into a new take.
 
     The frames are what the live engine would show (offline analysis, media-time aligned, the persona's
-    expression gains and caps applied); the audio is the input at the engine's analysis rate. `on_notice` hears
-    what the user should know and is no error (an audio file that ends early: the take holds what it holds).
+    expression gains and caps applied); the audio is the input at its own rate and channels (the analysis reads
+    a 16 kHz mono copy). `on_notice` hears what the user should know and is no error (an audio file that ends
+    early: the take holds what it holds).
     """
     from studio.engine import offline
-    from studio.engine.sources import ENGINE_RATE, resample_clip
 
     fps = float(fps or preset.render.fps)
     style = persona.motion_style()
@@ -91,19 +91,19 @@ def record_offline(folder: str | os.PathLike, avatar: AvatarModel, persona, pres
     if audio_path is not None:  # analysed and written as it is decoded (twice, in step): never held whole
         stream = offline.analysis_stream(audio_path)
         frames = offline.stream_frames(stream, fps=fps, style=style)
-        audio = _timed_chunks(offline.engine_chunks(audio_path))
+        source, channels, audio = _source_audio(audio_path)
+        rate = source.sample_rate
         events = [{"kind": "source", "media_time_s": 0.0, "file": str(audio_path)}]
     elif text is not None:
         clip, frames = offline.analyze_text(text, persona.voice.name, persona.voice.rate_wpm, persona.voice.pitch,
                                             fps=fps, style=style)
-        mono, rate = clip.audio, clip.sample_rate
-        audio = resample_clip(np.asarray(mono, np.float32), rate, ENGINE_RATE) if rate != ENGINE_RATE else mono
+        audio, rate, channels = np.asarray(clip.audio, np.float32), int(clip.sample_rate), 1
         events = [{"kind": "cue", "media_time_s": 0.0, "text": text}]
     else:
         raise ValueError("record needs --audio FILE or --text \"…\"")
     layer = ExpressionLayer(*persona.style.weight_arrays(), name=persona.name)
     frames = (f.replace(arkit=layer.apply(f.arkit), expression=layer.name) for f in frames)
-    manifest = take_manifest(persona.name, preset.name, avatar, ENGINE_RATE, fps, source="offline")
+    manifest = take_manifest(persona.name, preset.name, avatar, rate, fps, source="offline", channels=channels)
     take = _write_whole_or_nothing(folder, manifest, frames, audio, events)
     _tell_cut_short(stream, on_notice)
     return take
@@ -126,14 +126,22 @@ def _write_whole_or_nothing(folder: str | os.PathLike, manifest: dict, frames: I
         raise
 
 
-def _timed_chunks(chunks: Iterable[np.ndarray]) -> Iterator[tuple[float, np.ndarray]]:
-    """ENGINE_RATE chunks from media time 0 as (media time s, samples)."""
-    from studio.engine.sources import ENGINE_RATE
-
+def _timed_chunks(chunks: Iterable[np.ndarray], rate: int) -> Iterator[tuple[float, np.ndarray]]:
+    """Chunks at `rate` from media time 0 as (media time s, samples)."""
     position = 0
     for chunk in chunks:
-        yield position / ENGINE_RATE, chunk
+        yield position / rate, chunk
         position += len(chunk)
+
+
+def _source_audio(audio_path: str | os.PathLike):
+    """(the file's AudioFileStream, channels, timed chunks) of a file's audio as it is, stereo at most: a take keeps
+    what a master needs (48 kHz stereo stays so; more channels are mixed to stereo). The file is probed now."""
+    from studio.engine.audio_file import AudioFileStream
+
+    source = AudioFileStream(audio_path)
+    channels = min(source.channels, 2)
+    return source, channels, _timed_chunks(source.chunks(channels=channels), source.sample_rate)
 
 
 def import_livelink(csv_path: str | os.PathLike, folder: str | os.PathLike, avatar: AvatarModel,
@@ -141,14 +149,15 @@ def import_livelink(csv_path: str | os.PathLike, folder: str | os.PathLike, avat
                     fps: float | None = None, on_notice: Callable[[str], None] | None = None) -> Take:
     """A Live Link Face CSV (and its audio file, when given) as a new take, both read as they are written;
     `on_notice` as `record_offline`'s."""
-    from studio.engine import offline
     from studio.engine.sources import ENGINE_RATE
     from studio.recording.livelink import check_livelink_csv
 
     checked = check_livelink_csv(csv_path, fps)  # every problem in the CSV is found before the take is begun
-    stream = offline.analysis_stream(audio_path) if audio_path is not None else None
-    audio = _timed_chunks(offline.engine_chunks(stream)) if stream is not None else None
-    manifest = take_manifest(persona, preset, avatar, ENGINE_RATE, checked.fps, source="livelink-csv",
+    rate, channels, audio, stream = ENGINE_RATE, 1, None, None
+    if audio_path is not None:  # probed now: a bad file fails before the take is begun
+        stream, channels, audio = _source_audio(audio_path)
+        rate = stream.sample_rate
+    manifest = take_manifest(persona, preset, avatar, rate, checked.fps, source="livelink-csv", channels=channels,
                              imported_from=str(Path(csv_path).name), timecode_start=checked.timecode_start)
     events = [{"kind": "import", "media_time_s": 0.0, "file": str(Path(csv_path).name)}]
     take = _write_whole_or_nothing(folder, manifest, checked.frames(), audio, events)

@@ -7,8 +7,9 @@ A take is a folder holding
   and, once finished, each file's size and sha256;
 - `frames.bin`: a header naming the record layout, then one length-prefixed, CRC-32-checked record per
   FrameState (a fixed numpy part plus a small JSON part), appended as they come;
-- `audio.wav`: 16-bit PCM mono of the input audio on the take's timeline, its header patched at the end
-  (or by `repair_take` after a crash);
+- `audio.wav`: 16-bit PCM of the input audio on the take's timeline at the source's own rate, mono or stereo
+  as the source is (a file's 48 kHz stereo stays so; the engine analyses a 16 kHz mono copy), its header
+  patched at the end (or by `repair_take` after a crash);
 - `events.jsonl`: the operator's events (expression triggers, persona and preset switches, cue lines),
   one JSON object per line;
 - `recording.lock`: the recorder's process id while it records.
@@ -111,13 +112,15 @@ def decode_frame(payload: bytes) -> FrameState:
     )
 
 
-def wav_header(rate: int, data_bytes: int) -> bytes:
-    """A 16-bit PCM mono RIFF header for `data_bytes` of samples."""
-    return (b"RIFF" + struct.pack("<I", 36 + data_bytes) + b"WAVEfmt " + struct.pack("<IHHIIHH", 16, 1, 1, rate, rate * 2, 2, 16)
-            + b"data" + struct.pack("<I", data_bytes))
+def wav_header(rate: int, data_bytes: int, channels: int = 1) -> bytes:
+    """A 16-bit PCM RIFF header (mono or interleaved stereo) for `data_bytes` of samples."""
+    align = 2 * channels
+    return (b"RIFF" + struct.pack("<I", 36 + data_bytes) + b"WAVEfmt "
+            + struct.pack("<IHHIIHH", 16, 1, channels, rate, rate * align, align, 16) + b"data" + struct.pack("<I", data_bytes))
 
 
 def to_pcm16(samples: np.ndarray) -> bytes:
+    """float samples, (n,) or (n, channels), as interleaved little-endian 16-bit PCM."""
     return (np.clip(np.asarray(samples, np.float32), -1.0, 1.0) * 32767.0).round().astype("<i2").tobytes()
 
 
@@ -211,19 +214,18 @@ class TakeFrames(Sequence[FrameState]):
 
 
 class TakeAudio:
-    """A take's audio (16-bit mono PCM in audio.wav), read from disk in pieces instead of held in memory.
+    """A take's audio (16-bit PCM in audio.wav, mono or stereo), read from disk in pieces instead of held in memory.
 
-    It reads like a float32 array: `len`, an index, a slice (another lazy view; nothing is read) and
-    `np.asarray` (the whole view, for short takes and tests). `chunks` feeds video export and playback a
-    piece at a time. A view made longer than the recording by `padded` reads as silence past its end.
+    It reads like a float32 mono array (a stereo take mixed down; its length counts sample frames): `len`, an
+    index, a slice (another lazy view; nothing is read) and `np.asarray` (the whole view, for short takes and
+    tests). `chunks` feeds video export and playback a piece at a time with every channel kept. A view made
+    longer than the recording by `padded` reads as silence past its end.
     """
 
-    channels = 1
-
     def __init__(self, path: Path | None, sample_rate: int, recorded: int = 0, start: int = 0,
-                 length: int | None = None) -> None:
-        self.path, self.sample_rate = path, int(sample_rate)
-        self._recorded = recorded  # samples in the file
+                 length: int | None = None, channels: int = 1) -> None:
+        self.path, self.sample_rate, self.channels = path, int(sample_rate), int(channels)
+        self._recorded = recorded  # sample frames in the file
         self._start = start
         self._length = max(0, recorded - start) if length is None else length
 
@@ -233,7 +235,8 @@ class TakeAudio:
     def __getitem__(self, key):
         if isinstance(key, slice) and key.step in (None, 1):
             start, stop, _ = key.indices(len(self))
-            return TakeAudio(self.path, self.sample_rate, self._recorded, self._start + start, max(0, stop - start))
+            return TakeAudio(self.path, self.sample_rate, self._recorded, self._start + start, max(0, stop - start),
+                             self.channels)
         if isinstance(key, slice):
             return self.read()[key]
         index = operator.index(key)
@@ -248,29 +251,39 @@ class TakeAudio:
 
     def padded(self, length: int) -> TakeAudio:
         """This audio cut or extended with silence to `length` samples."""
-        return TakeAudio(self.path, self.sample_rate, self._recorded, self._start, max(0, int(length)))
+        return TakeAudio(self.path, self.sample_rate, self._recorded, self._start, max(0, int(length)), self.channels)
 
     def read(self, start: int = 0, stop: int | None = None) -> np.ndarray:
-        """Samples [start, stop) of this view as float32 in [-1, 1]."""
+        """Samples [start, stop) of this view as float32 in [-1, 1], mono (a stereo take's channels averaged)."""
+        frames = self.read_channels(start, stop)
+        return frames[:, 0] if self.channels == 1 else frames.mean(axis=1, dtype=np.float32)
+
+    def read_channels(self, start: int = 0, stop: int | None = None) -> np.ndarray:
+        """Sample frames [start, stop) of this view as float32 (n, channels) in [-1, 1]."""
         stop = len(self) if stop is None else min(stop, len(self))
         start = min(max(start, 0), stop)
-        out = np.zeros(stop - start, np.float32)
+        out = np.zeros((stop - start, self.channels), np.float32)
         first, last = self._start + start, min(self._start + stop, self._recorded)
         if self.path is not None and last > first:
-            pcm = np.fromfile(self.path, "<i2", count=last - first, offset=WAV_HEADER_BYTES + 2 * first)
-            out[:len(pcm)] = pcm / np.float32(32767.0)
+            pcm = np.fromfile(self.path, "<i2", count=(last - first) * self.channels,
+                              offset=WAV_HEADER_BYTES + 2 * self.channels * first)
+            out.reshape(-1)[:len(pcm)] = pcm / np.float32(32767.0)
         return out
 
-    def chunks(self, rate: int | None = None, channels: int = 1) -> Iterator[np.ndarray]:
-        """float32 (n, channels) pieces of at most AUDIO_CHUNK_S, at `rate` (default the take's)."""
+    def chunks(self, rate: int | None = None, channels: int | None = None) -> Iterator[np.ndarray]:
+        """float32 (n, channels) pieces of at most AUDIO_CHUNK_S, at `rate` (default the take's) with `channels`
+        (default the take's; 1 averages a stereo take, 2 duplicates a mono one)."""
         from studio.engine.audio_file import RateConverter
 
         rate = int(rate or self.sample_rate)
+        channels = int(channels or self.channels)
         converter = RateConverter(self.sample_rate, rate, channels)
         step = max(1, int(AUDIO_CHUNK_S * self.sample_rate))
         for start in range(0, len(self), step):
-            samples = self.read(start, start + step)[:, None]
-            out = converter.push(np.repeat(samples, channels, axis=1), last=start + step >= len(self))
+            samples = self.read_channels(start, start + step)
+            if channels != self.channels:
+                samples = np.repeat(samples.mean(axis=1, keepdims=True, dtype=np.float32), channels, axis=1)
+            out = converter.push(samples, last=start + step >= len(self))
             if len(out):
                 yield out
 
@@ -371,8 +384,9 @@ class WavInfo:
     """What a take's audio.wav header says and what the file holds, read without loading the samples."""
 
     sample_rate: int = 0
-    samples: int = 0  # whole 16-bit samples after the header
+    samples: int = 0  # whole sample frames (16 bits a channel) after the header
     problem: str | None = None
+    channels: int = 1
 
 
 def read_wav_info(path: Path) -> WavInfo:
@@ -381,14 +395,16 @@ def read_wav_info(path: Path) -> WavInfo:
     if len(data) < WAV_HEADER_BYTES or data[:4] != b"RIFF" or data[8:16] != b"WAVEfmt " or data[36:40] != b"data":
         return WavInfo(problem=f"{AUDIO} is not the take's 16-bit PCM WAV layout")
     _size, fmt, channels, rate, _byte_rate, _align, bits = struct.unpack_from("<IHHIIHH", data, 16)
-    if fmt != 1 or channels != 1 or bits != 16:
-        return WavInfo(problem=f"{AUDIO} is format {fmt}, {channels} channels, {bits} bits; expected PCM mono 16-bit")
+    if fmt != 1 or channels not in (1, 2) or bits != 16:
+        return WavInfo(problem=f"{AUDIO} is format {fmt}, {channels} channels, {bits} bits; expected PCM mono or "
+                               "stereo 16-bit")
     (claimed,) = struct.unpack_from("<I", data, 40)
-    held = (path.stat().st_size - WAV_HEADER_BYTES) // 2
+    align = 2 * channels
+    held = (path.stat().st_size - WAV_HEADER_BYTES) // align
     problem = None
-    if claimed != held * 2:
-        problem = f"{AUDIO} header says {claimed // 2} samples but holds {held} (header not finalised)"
-    return WavInfo(rate, held, problem)
+    if claimed != held * align:
+        problem = f"{AUDIO} header says {claimed // align} samples but holds {held} (header not finalised)"
+    return WavInfo(rate, held, problem, channels)
 
 
 def read_events(path: Path) -> tuple[list[dict], str | None]:
@@ -443,7 +459,7 @@ class Take:
     path: Path
     manifest: dict
     frames: TakeFrames
-    audio: TakeAudio  # mono, sample 0 at the first frame's media time
+    audio: TakeAudio  # the source's rate and channels, sample 0 at the first frame's media time
     events: list[dict]
 
     @property
@@ -550,7 +566,8 @@ class Inspection:
         """The audio found, or none at the manifest's rate (a missing or unreadable audio.wav)."""
         if self.audio is not None:
             return self.audio
-        return TakeAudio(None, int((self.manifest or {}).get("sample_rate") or 16000))
+        manifest = self.manifest or {}
+        return TakeAudio(None, int(manifest.get("sample_rate") or 16000), channels=int(manifest.get("channels") or 1))
 
 
 def lock_text() -> str:
@@ -627,7 +644,7 @@ def inspect_take(folder: str | os.PathLike) -> Inspection:
     if (folder / AUDIO).is_file():
         wav = read_wav_info(folder / AUDIO)
         rate, problem = wav.sample_rate, wav.problem
-        result.audio = TakeAudio(folder / AUDIO, rate, wav.samples) if rate else None
+        result.audio = TakeAudio(folder / AUDIO, rate, wav.samples, channels=wav.channels) if rate else None
         if problem and status == "recording":
             result.repairable.append(problem)
         elif problem and "header says" in problem:
@@ -636,6 +653,8 @@ def inspect_take(folder: str | os.PathLike) -> Inspection:
             result.fatal.append(problem)
         elif rate != manifest.get("sample_rate"):
             result.fatal.append(f"{AUDIO} is {rate} Hz; the manifest says {manifest.get('sample_rate')} Hz")
+        elif wav.channels != int(manifest.get("channels") or 1):
+            result.fatal.append(f"{AUDIO} has {wav.channels} channel(s); the manifest says {manifest.get('channels') or 1}")
         elif status != "recording" and AUDIO in files and files[AUDIO].get("sha256") != file_sha256(folder / AUDIO):
             result.fatal.append(f"{AUDIO} differs from what was recorded (sha256 does not match the manifest)")
     if (folder / EVENTS).is_file():
@@ -688,9 +707,9 @@ def repair_take(folder: str | os.PathLike) -> list[str]:
     audio_path = folder / AUDIO
     if not audio_path.is_file() or read_wav_info(audio_path).problem:
         with atomic_writer(audio_path, encoding=None) as out:
-            out.write(wav_header(rate, len(audio) * 2))
+            out.write(wav_header(rate, len(audio) * 2 * audio.channels, audio.channels))
             for chunk in audio.chunks():
-                out.write(to_pcm16(chunk[:, 0]))
+                out.write(to_pcm16(chunk))
         done.append(f"finalised {AUDIO} ({len(audio) / rate:.2f} s)")
     events_path = folder / EVENTS
     if not events_path.is_file() or read_events(events_path)[1]:
