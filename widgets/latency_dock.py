@@ -1,6 +1,8 @@
 """Latency graph: per-stage traces over a sliding window, p50/p95/p99, the preset's target and CPU load.
 
-Bound to a `LatencyModel`; redraws at ~10 Hz when the model changed and only while visible.
+The target line applies to one latency, sound→screen (`studio.telemetry.SoundToScreen`): its trace is
+drawn with the stages and its total and parts are written under the table, with the speaker's current
+output buffer. Bound to a `LatencyModel`; redraws at ~10 Hz when the model changed and only while visible.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import pyqtgraph as pg  # noqa: E402
 from PySide6.QtCore import Qt, QTimer  # noqa: E402
 from PySide6.QtWidgets import QGridLayout, QHBoxLayout, QLabel, QVBoxLayout, QWidget  # noqa: E402
 
+from studio.telemetry import SOUND_TO_SCREEN  # noqa: E402
 from widgets.inspector import monospace_font  # noqa: E402
 from widgets.models import ALL_STAGES, ENGINE_STAGES, RENDER_STAGE, LatencyModel  # noqa: E402
 
@@ -26,6 +29,7 @@ STAGE_COLORS: dict[str, str] = {
     RENDER_STAGE: "#f48771",
 }
 STAGE_LABELS: dict[str, str] = {stage: stage for stage in ENGINE_STAGES} | {RENDER_STAGE: "render/present"}
+SOUND_TO_SCREEN_COLOR = "#e8e8e8"
 _BACKGROUND = "#1e1f22"
 _AXIS = "#8b8f98"
 
@@ -33,6 +37,26 @@ _AXIS = "#8b8f98"
 def _cpu_ticks(top: float) -> list[list[tuple[float, str]]]:
     step = 50.0 if top <= 100.0 else 100.0
     return [[(value, f"{value:.0f}") for value in np.arange(0.0, top + 1.0, step)]]
+
+
+def sound_to_screen_text(model: LatencyModel) -> str:
+    """'sound→screen p95 123.4 ms · target 80 ms' (the number the Preset panel judges), '—' while idle."""
+    latency = model.sound_to_screen
+    if latency is None:
+        return f"{SOUND_TO_SCREEN} — · target {model.target_ms:.0f} ms"
+    return f"{latency.total_text()} · target {model.target_ms:.0f} ms"
+
+
+def sound_to_screen_parts_text(model: LatencyModel) -> str:
+    """'= device 25.0 + lookahead 20.0 + engine 3.1 + render 40.2 + present 33.3 ms', '' while idle."""
+    latency = model.sound_to_screen
+    return "" if latency is None else f"= {latency.parts_text()} ms"
+
+
+def speaker_buffer_text(model: LatencyModel) -> str:
+    """'Speaker buffer 20 ms', '—' before an engine reports."""
+    buffer_ms = model.speaker_buffer_ms
+    return "Speaker buffer —" if buffer_ms is None else f"Speaker buffer {buffer_ms:.0f} ms"
 
 
 def underrun_text(model: LatencyModel) -> str:
@@ -84,6 +108,7 @@ class LatencyPanel(QWidget):
             label="target {value:.0f} ms", labelOpts={"position": 0.06, "color": "#e5c07b"},
         )
         plot.addItem(self.target_line)
+        self.sound_to_screen_curve = plot.plot([], [], pen=pg.mkPen(SOUND_TO_SCREEN_COLOR, width=2), name=SOUND_TO_SCREEN)
         self.over_budget = pg.ScatterPlotItem(size=8, symbol="x", pen=pg.mkPen("#ff5555", width=2), brush=None)
         plot.addItem(self.over_budget)
 
@@ -134,10 +159,24 @@ class LatencyPanel(QWidget):
         self.engine_label = QLabel("")
         self.engine_label.setObjectName("hint")
         self.engine_label.setWordWrap(True)
-        table.addWidget(self.cpu_label, len(ALL_STAGES) + 1, 0, 1, 4)
-        table.addWidget(self.underrun_label, len(ALL_STAGES) + 2, 0, 1, 4)
-        table.addWidget(self.engine_label, len(ALL_STAGES) + 3, 0, 1, 4)
-        table.setRowStretch(len(ALL_STAGES) + 4, 1)
+        self.sound_to_screen_label = QLabel(sound_to_screen_text(self.model))
+        self.sound_to_screen_label.setFont(mono)
+        self.sound_to_screen_label.setToolTip(
+            "The latency the preset's target applies to: from a sound at the audio device to the frame showing it "
+            "on screen, the sum of its parts' p95 (input device, the model's lookahead, engine, render, wait for "
+            "the next presented frame)")
+        self.sound_to_screen_parts = QLabel("")
+        self.sound_to_screen_parts.setFont(mono)
+        self.sound_to_screen_parts.setWordWrap(True)
+        self.buffer_label = QLabel(speaker_buffer_text(self.model))
+        self.buffer_label.setFont(mono)
+        self.buffer_label.setToolTip("Sound queued at the speaker: grows when the device runs dry on a busy machine, "
+                                     "shrinks again after a quiet stretch; a played line is heard this much later")
+        rows = (self.sound_to_screen_label, self.sound_to_screen_parts, self.cpu_label, self.buffer_label,
+                self.underrun_label, self.engine_label)
+        for offset, label in enumerate(rows, start=1):
+            table.addWidget(label, len(ALL_STAGES) + offset, 0, 1, 4)
+        table.setRowStretch(len(ALL_STAGES) + len(rows) + 1, 1)
 
         graphs = QVBoxLayout()
         graphs.setSpacing(2)
@@ -163,6 +202,11 @@ class LatencyPanel(QWidget):
         for stage, curve in self.curves.items():
             times, values = model.trace(stage)
             curve.setData(times - newest, values)
+        if model.sound_to_screen_trace:
+            trace = np.asarray(model.sound_to_screen_trace, np.float64)
+            self.sound_to_screen_curve.setData(trace[:, 0] - newest, trace[:, 1])
+        else:
+            self.sound_to_screen_curve.setData([], [])
         if model.over_budget:
             marks = np.asarray(model.over_budget, np.float64)
             self.over_budget.setData(marks[:, 0] - newest, marks[:, 1])
@@ -187,11 +231,15 @@ class LatencyPanel(QWidget):
         cpu = model.latest_cpu_pct()
         self._set_text(self.cpu_label, "CPU —" if cpu is None else f"CPU {cpu:5.1f} %")
         self._set_text(self.underrun_label, underrun_text(model))
+        self._set_text(self.sound_to_screen_label, sound_to_screen_text(model))
+        self._set_text(self.sound_to_screen_parts, sound_to_screen_parts_text(model))
+        self._set_text(self.buffer_label, speaker_buffer_text(model))
         self._set_text(self.engine_label, "" if model.engine_active else "engine idle: render/present only")
 
     def _fit_y(self, model: LatencyModel) -> None:
         """Keep 0 at the bottom and the target plus the highest visible point in view."""
-        highest = max((value for series in model.traces.values() for _, value in series), default=0.0)
+        highest = max((value for series in (*model.traces.values(), model.sound_to_screen_trace)
+                       for _, value in series), default=0.0)
         top = max(model.target_ms, highest) * 1.15
         if abs(top - self._y_top) > 0.05 * self._y_top:
             self._y_top = top

@@ -19,6 +19,7 @@ from studio.avatar.arkit import ARKIT_NAMES
 from studio.avatar.skeleton import JOINT_INDEX
 from studio.avatar.skinning import batch_rodrigues
 from studio.frame import FrameState
+from studio.telemetry import SOUND_TO_SCREEN_PERCENTILE, SoundToScreen, engine_latency_parts
 
 ENGINE_STAGES: tuple[str, ...] = ("capture", "features", "inference", "motion", "anchor")
 RENDER_STAGE = "render"
@@ -137,6 +138,10 @@ class TelemetrySample:
     end_to_end_ms: float = 0.0
     output_underruns: int | None = None
     input_overflows: int | None = None
+    engine_p95_ms: float | None = None  # one frame's compute, all stages (the sound→screen 'engine' part)
+    device_ms: float | None = None  # the engine's fixed parts of sound→screen (studio.telemetry.engine_latency_parts)
+    lookahead_ms: float | None = None
+    speaker_buffer_ms: float | None = None
 
 
 def _number(value) -> float | None:
@@ -168,7 +173,7 @@ def parse_telemetry(snapshot: Mapping, time_s: float) -> TelemetrySample:
     stages = snapshot.get("stages")
     stats: dict[str, StageStats] = {}
     stage_ms: dict[str, float] = {}
-    total_ms = None
+    total_ms = engine_p95 = None
     if isinstance(stages, Mapping):
         for stage in ENGINE_STAGES:
             parsed = _stage_stats(stages.get(stage))
@@ -176,7 +181,10 @@ def parse_telemetry(snapshot: Mapping, time_s: float) -> TelemetrySample:
                 stats[stage], stage_ms[stage] = parsed
         total = _stage_stats(stages.get(TOTAL_STAGE))
         total_ms = None if total is None else total[1]
+        engine_p95 = None if total is None else total[0].p95_ms
     over = _number(snapshot.get("over_budget_count"))
+    latency = snapshot.get("latency")
+    latency = latency if isinstance(latency, Mapping) else {}
     audio = snapshot.get("audio")
     audio = audio if isinstance(audio, Mapping) else {}
     underruns, overflows = _number(audio.get("output_underruns")), _number(audio.get("input_overflows"))
@@ -184,6 +192,8 @@ def parse_telemetry(snapshot: Mapping, time_s: float) -> TelemetrySample:
         time_s, stage_ms, stats, None if over is None else int(over), _number(snapshot.get("cpu_pct")),
         sum(stage_ms.values()) if total_ms is None else total_ms,
         None if underruns is None else int(underruns), None if overflows is None else int(overflows),
+        engine_p95, _number(latency.get("device_ms")), _number(latency.get("lookahead_ms")),
+        _number(latency.get("speaker_buffer_ms")),
     )
 
 
@@ -192,7 +202,8 @@ class LatencyModel:
 
     Engine stages come from telemetry snapshots; render/present comes from the window's own
     per-frame timing. Over-budget points are ticks where the engine counted new overruns or
-    where the end-to-end latency crossed the target.
+    where the end-to-end latency crossed the target. `sound_to_screen` is the latency the
+    preset's target applies to (`studio.telemetry.SoundToScreen`), None while no engine runs.
     """
 
     def __init__(self, window_s: float = 15.0, target_ms: float = DEFAULT_LATENCY_TARGET_MS, max_points: int = 4000) -> None:
@@ -207,6 +218,10 @@ class LatencyModel:
         self.engine_active = False
         self.output_underruns: int | None = None  # speaker blocks that ran dry (None: no engine has reported yet)
         self.input_overflows: int | None = None
+        self.speaker_buffer_ms: float | None = None  # the speaker's adaptive output buffer now
+        self.sound_to_screen: SoundToScreen | None = None
+        self.sound_to_screen_trace: deque[tuple[float, float]] = deque(maxlen=max_points)
+        self.present_ms: float | None = None  # p95 interval between presented frames: the wait for the next tick
         self.changed = Event()
         self._render_samples: deque[tuple[float, float]] = deque(maxlen=max_points)
         self._last_over_total: int | None = None
@@ -219,9 +234,11 @@ class LatencyModel:
 
     def clear(self) -> None:
         """Forget every trace and statistic (e.g. after start-up, whose shader compiles are not typical)."""
-        for series in (*self.traces.values(), self.over_budget, self.cpu, self._render_samples):
+        for series in (*self.traces.values(), self.over_budget, self.cpu, self._render_samples,
+                       self.sound_to_screen_trace):
             series.clear()
         self.stats.clear()
+        self.sound_to_screen = self.present_ms = None
         self._last_over_total = None
         self.changed.emit()
 
@@ -239,6 +256,7 @@ class LatencyModel:
         sample = None if snapshot is None else parse_telemetry(snapshot, time_s)
         if sample is not None:
             self._update_engine(sample)
+        self._update_sound_to_screen(time_s, sample)
         if (sample is None or sample.cpu_pct is None) and cpu_pct is not None:
             self.cpu.append((time_s, float(cpu_pct)))
         self._trim(time_s)
@@ -253,6 +271,24 @@ class LatencyModel:
             self.traces[RENDER_STAGE].append((time_s, max(since_last)))
         p50, p95, p99 = np.percentile(recent, (50, 95, 99))
         self.stats[RENDER_STAGE] = StageStats(float(p50), float(p95), float(p99))
+        times = [t for t, _ in self._render_samples if t > time_s - self.window_s]
+        if len(times) >= 2:
+            self.present_ms = float(np.percentile(np.diff(times), SOUND_TO_SCREEN_PERCENTILE)) * 1000.0
+
+    def _update_sound_to_screen(self, time_s: float, sample: TelemetrySample | None) -> None:
+        """The latency the target applies to, from its parts' p95s; None while no engine reports."""
+        if sample is None:
+            self.sound_to_screen = None
+            return
+        if sample.speaker_buffer_ms is not None:
+            self.speaker_buffer_ms = sample.speaker_buffer_ms
+        render = self.stats.get(RENDER_STAGE)
+        self.sound_to_screen = SoundToScreen(
+            device_ms=sample.device_ms or 0.0, lookahead_ms=sample.lookahead_ms or 0.0,
+            engine_ms=sample.engine_p95_ms if sample.engine_p95_ms is not None else sum(
+                stats.p95_ms for stats in sample.stats.values()),
+            render_ms=0.0 if render is None else render.p95_ms, present_ms=self.present_ms or 0.0)
+        self.sound_to_screen_trace.append((time_s, self.sound_to_screen.total_ms))
 
     def _update_engine(self, sample: TelemetrySample) -> None:
         for stage, value in sample.stage_ms.items():
@@ -277,7 +313,8 @@ class LatencyModel:
 
     def _trim(self, time_s: float) -> None:
         oldest = time_s - self.window_s
-        for series in (*self.traces.values(), self.over_budget, self.cpu, self._render_samples):
+        for series in (*self.traces.values(), self.over_budget, self.cpu, self._render_samples,
+                       self.sound_to_screen_trace):
             while series and series[0][0] < oldest:
                 series.popleft()
 
@@ -500,9 +537,12 @@ class EngineController:
                 "measured_ms": monitor.measured_latency_s * 1000 if playing else None}
 
     def telemetry_snapshot(self) -> dict | None:
+        """The engine's telemetry, with the fixed parts of the sound→screen latency under 'latency'."""
         if not self.running:
             return None
-        return self.engine.telemetry.snapshot()
+        snapshot = self.engine.telemetry.snapshot()
+        snapshot["latency"] = engine_latency_parts(self.engine)
+        return snapshot
 
 
 def _default_engine_factory():

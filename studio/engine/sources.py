@@ -734,6 +734,14 @@ class MicrophoneSource(AudioSource):
         return peak
 
     @property
+    def input_latency_s(self) -> float | None:
+        """From the sound at the device to its block in the ring: PortAudio's input latency plus one capture
+        block (None while the device is not open)."""
+        stream = self._stream
+        latency = getattr(stream, "latency", None) if stream is not None else None
+        return float(latency) + CAPTURE_BLOCK_S if isinstance(latency, float) else None
+
+    @property
     def dropped_s(self) -> float:
         """Seconds of captured audio the ring dropped because the engine fell behind."""
         return self._ring.dropped_samples / self.device_rate

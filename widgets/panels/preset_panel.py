@@ -1,8 +1,8 @@
 """Preset panel: choose and edit presets, see what each module level costs here, and whether the target holds.
 
 The cost table comes from `studio.costs` (measured on this machine once, in the background, then cached);
-the verdict line compares the latency the Latency dock measures now with the preset's target and names
-the module whose step down saves the most.
+the verdict line compares the latency the Latency dock shows now, sound→screen (`studio.telemetry.SoundToScreen`,
+the same object), with the preset's target, lists its parts and names the module whose step down saves the most.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from PySide6.QtWidgets import (
 from studio.costs import MODULES, Cancelled, CostTable, load_cost_table, measure_module_costs, save_cost_table, verdict
 from studio.precision import LEVELS
 from studio.presets import Preset
-from widgets.models import ENGINE_STAGES, RENDER_STAGE
 from widgets.panels.common import DocumentEditing, MessageLine, blocked, scrolling, section
 
 VERDICT_INTERVAL_MS = 500
@@ -205,21 +204,20 @@ class PresetPanel(QWidget, DocumentEditing):
 
     # ---- verdict
     def measured_latency_ms(self) -> tuple[float | None, float]:
-        """(engine stages' p95 plus the render p95, the render's part) from the Latency dock; None while idle."""
-        model = self.controls.window.latency_model
-        if not model.engine_active:
-            return None, 0.0
-        stats = model.stats
-        engine = sum(stats[s].p95_ms for s in ENGINE_STAGES if s in stats)
-        render = stats[RENDER_STAGE].p95_ms if RENDER_STAGE in stats else 0.0
-        return engine + render, render
+        """(sound→screen total, its render part) as the Latency dock shows them; None while no engine runs."""
+        latency = self.controls.window.latency_model.sound_to_screen
+        return (None, 0.0) if latency is None else (latency.total_ms, latency.render_ms)
 
     def update_verdict(self, latency_ms: float | None = None, render_ms: float = 0.0) -> bool:
         """Refresh the verdict line from the Latency dock (or from the given figures); True when it meets the target."""
+        parts = ""
         if latency_ms is None:
             latency_ms, render_ms = self.measured_latency_ms()
+            latency = self.controls.window.latency_model.sound_to_screen
+            parts = "" if latency is None else f"\n= {latency.parts_text()} ms"
         self.latency_ms, self.render_ms = latency_ms, render_ms
         ok, line = verdict(self.table, self.document.item, latency_ms, render_ms)
+        line += parts
         self.verdict_label.setText(line)
         self.verdict_label.setStyleSheet("color: #8fd18f;" if ok else "color: #ff8a80; font-weight: 600;")
         return ok
