@@ -75,6 +75,18 @@ def test_lipsync_writes_one_row_per_frame_with_every_arkit_column(tmp_path):
     assert silent[ARKIT_NAMES.index("jawOpen")] < 0.05
 
 
+def test_lipsync_format_livelink_writes_the_apps_layout(tmp_path):
+    from studio.recording.livelink import HEADER, read_livelink_csv
+
+    wav, out = tmp_path / "speech.wav", tmp_path / "face.csv"
+    soundfile.write(wav, (0.3 * np.sin(np.arange(16000) * 0.07)).astype(np.float32), 16000)
+    result = run_headless("lipsync", str(wav), "--out", str(out), "--format", "livelink")
+    assert result.returncode == 0, result.stderr
+    rows = list(csv.reader(open(out, newline="")))
+    assert tuple(rows[0]) == HEADER and rows[1][:2] == ["00:00:00:00.000", "61"]
+    assert len(read_livelink_csv(out)[0]) == len(rows) - 1 == 60
+
+
 def test_lipsync_on_a_truncated_file_fails_cleanly_and_keeps_the_old_csv(tmp_path):
     wav = tmp_path / "cut.wav"
     soundfile.write(wav, np.zeros(16000, np.float32), 16000)
