@@ -307,6 +307,9 @@ def bench_command(args: argparse.Namespace) -> int:
 
     report["render"] = bench_render(avatar, frames=20 if args.quick else 120)
     report["engine"] = _bench_engine(avatar, quick=args.quick)
+    from studio.engine.bench import tts_heard_latency
+
+    report["audio"] = tts_heard_latency(trials=3 if args.quick else 10)  # text to the first lip frame heard
     from render.preset_bench import bench_module_presets
 
     report.update(bench_module_presets(quick=args.quick))  # sections "levels" and "presets"
