@@ -209,3 +209,38 @@ def test_typed_digits_in_the_expression_editor_do_not_fire_hotkeys(open_window, 
     assert panels.mixer.active_names() == ["warm smile"]
     type_into(editor.mirror, "0")
     assert panels.editor.weight("jawOpen") == 0.0 and panels.mixer.active_names() == []
+
+
+def test_panels_opened_from_the_view_menu_at_the_smallest_size_are_tabbed_in_not_squeezed_over_the_viewport(
+        open_window, qtbot):
+    window = open_window(persist_layout=False)
+    window.resize(960, 640)
+    qtbot.waitUntil(lambda: _settled(window, (960, 640)), timeout=8000)
+    for dock in (window.panels.persona_dock, window.inspector_dock, window.recording.dock, window.panels.preset_dock):
+        dock.toggleViewAction().trigger()
+        assert dock.isVisible()
+    try:
+        qtbot.waitUntil(lambda: _settled(window, (960, 640)), timeout=8000)
+    except qtbot.TimeoutError:
+        pytest.fail(f"{_overlaps(window)} still overlap")
+    assert window.viewport.canvas.native.width() >= 320
+
+
+def test_panels_tabbed_together_to_fit_a_small_window_come_apart_when_it_grows_again(open_window, qtbot):
+    window = open_window(persist_layout=False)
+    window.switch_workspace("design")
+    inspector, persona = window.inspector_dock, window.panels.persona_dock
+    assert window.dockWidgetArea(inspector) == Qt.DockWidgetArea.RightDockWidgetArea
+    window.resize(960, 640)
+    qtbot.waitUntil(lambda: inspector in window.tabifiedDockWidgets(persona) and _settled(window, (960, 640)),
+                    timeout=8000)
+    window.resize(1440, 900)
+    qtbot.waitUntil(lambda: window.dockWidgetArea(inspector) == Qt.DockWidgetArea.RightDockWidgetArea, timeout=8000)
+    assert inspector not in window.tabifiedDockWidgets(persona) and not inspector.visibleRegion().isEmpty()
+    window.resize(960, 640)  # and a panel the user moves while they are tabbed together stays where it was put
+    qtbot.waitUntil(lambda: inspector in window.tabifiedDockWidgets(persona), timeout=8000)
+    window.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, inspector)
+    window.resize(1440, 900)
+    qtbot.waitUntil(lambda: window.size().toTuple() == (1440, 900), timeout=5000)
+    window.workspaces.fit()
+    assert window.dockWidgetArea(inspector) == Qt.DockWidgetArea.BottomDockWidgetArea
