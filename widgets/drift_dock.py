@@ -99,6 +99,7 @@ class DriftPanel(QWidget):
                 note = QLabel("")
                 note.setObjectName("hint")
                 note.setWordWrap(True)
+                note.hide()  # until there is something to say
                 grid.addWidget(note, row, 1, 1, 2)
                 self.notes[key] = note
                 row += 1
