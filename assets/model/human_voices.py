@@ -23,8 +23,10 @@ while the English recordings of the same packages stay in the human dev set (`hu
   its cast, Joe King and about thirty other characters (`amazon_queen`): 3,758 lines of conversational speech,
   spelled by pocketsphinx's own CMU dictionary as the dev set is;
 - `beneath-a-steel-sky` (freeware, free to share and modify): the game's dialogue acted in English by its
-  cast (`steel_sky`): its training lines, 2,744 of 3,431, 1.5 h of connected speech spelled the same way;
-  every fifth line is kept out as a test of unheard English sentences (`steel_sky.TEST_EVERY`).
+  cast (`steel_sky`): its training lines, 2,782 of 3,431, 1.5 h of connected speech spelled the same way;
+  every fifth line is kept out as a test of unheard English sentences, unless a training line of either game
+  says the same words (`steel_sky.test_numbers`; the shipped models were trained on 2,744 lines, before that rule
+  moved 38 repeated lines such as "What?" from the test side to training).
 
 Every English recording of the dev set's packages (`en`, `en_GB`, `en_AU`, ...) is left out, so no dev-set
 voice is trained on; the games' casts record for no package the dev set reads.
@@ -43,6 +45,7 @@ import dataclasses
 import re
 import tempfile
 import xml.etree.ElementTree as ElementTree
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -342,7 +345,11 @@ def load_clips(items: list[tuple[str, Path, str]] | None = None, log=print,
     summary = {"recordings": len(everything) + len(labelled) + unlabelled, "clips": len(clips),
                "qc_dropped": sum(p[2] for p in parts) + unlabelled, "not_spelled": sum(p[1] for p in parts),
                "audio_s": round(sum(len(c.audio) for c in clips) / SAMPLE_RATE, 1),
-               "speakers": sorted({c.speaker for c in clips})}
+               "speakers": sorted({c.speaker for c in clips}),
+               "clips_by_speaker": dict(sorted(Counter(c.speaker for c in clips).items())),
+               "steel_sky_lines": sorted(int(path.stem) for speaker, path, _ in everything if speaker == steel_sky.SPEAKER),
+               "steel_sky_split": "lines trained on, by their place in steel_sky.read_lines; the test lines are "
+                                  "steel_sky.test_numbers (every fifth line, less those whose words a training line says)"}
     log(f"human voices: {len(clips)} clips ({summary['audio_s']:.0f} s) from {len(summary['speakers'])} speakers; "
         f"{summary['qc_dropped']} dropped by QC, {summary['not_spelled']} with a sound espeak-ng cannot spell in US phones")
     return clips, summary
@@ -389,10 +396,10 @@ def available() -> bool:
 
 
 def training_examples(augmented_copies: int, seed: int, log=print,
-                      items: list[tuple[str, Path, str]] | None = None) -> list:
+                      items: list[tuple[str, Path, str]] | None = None, record: dict | None = None) -> list:
     """train.Example for every aligned recording (of `items`, default all), joined per speaker, and
     `augmented_copies` degraded copies of each (`corpus.augment`, as the synthetic corpus gets); [] when no
-    package is installed."""
+    package is installed. `record`, when given, receives `load_clips`' summary (for the corpus cache)."""
     from assets.model.corpus import augment
     from assets.model.human_dev import to_examples
     from studio.engine.features import LogMelExtractor
@@ -402,7 +409,9 @@ def training_examples(augmented_copies: int, seed: int, log=print,
             "flight-of-the-amazon-queen and beneath-a-steel-sky are not installed; training on synthetic speech only "
             "(scripts/setup.sh system dev installs them)")
         return []
-    clips, _ = load_clips(items, log)
+    clips, summary = load_clips(items, log)
+    if record is not None:
+        record.update(summary)
     rng = np.random.default_rng(seed)
     joined = chained(clips, CHAIN_S, rng)
     del clips  # the joined clips hold the audio now; one copy of 5.5 h is enough while training

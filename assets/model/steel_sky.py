@@ -53,8 +53,9 @@ _SECTION_FIRST_FILE = (0, 600, 1100, 2430, 3380, 4530, 5080, 5230)
 """Each section's first recording, counted from `_SPEECH_BASE` (as the game numbers them)."""
 _HEADER = 22
 TEST_EVERY = 5
-"""Every fifth line (by its place in `read_lines`) is a test line: never trained on, and the lines
-`aligned_sample` draws. The cast is the same on both sides, so the test lines are unheard words in heard voices."""
+"""Every fifth line (by its place in `read_lines`) is a test line, unless its words are also spoken by a training
+line (see `test_numbers`): never trained on, and the lines `aligned_sample` draws. The cast is the same on both
+sides, so the test lines are unheard sentences in heard voices."""
 _READABLE = re.compile(r"[A-Za-z0-9 .,'!?:;()\"-]")
 _CAPITAL_INSIDE = re.compile(r"[a-z][A-Z]")
 
@@ -308,15 +309,50 @@ def read_lines(root: Path = SKY_DATA, scummvm: Path = SCUMMVM) -> list[tuple[str
     return found
 
 
+def spoken_words(text: str) -> str:
+    """A line's words as the aligner spells them (lower case, no punctuation): lines that say the same match."""
+    from assets.model.amazon_queen import dictionary_words
+
+    return " ".join(dictionary_words(text))
+
+
+def other_training_words() -> frozenset[str]:
+    """The words of every line of the other English game that trains the model (Flight of the Amazon Queen, where
+    it is installed and readable): a test line must not say any of them."""
+    from assets.model import amazon_queen
+
+    if not amazon_queen.QUEEN_ARCHIVE.is_file():
+        return frozenset()
+    try:
+        return frozenset(spoken_words(words) for _, words, _ in amazon_queen.spoken_lines())
+    except (OSError, amazon_queen.ArchiveError):
+        return frozenset()
+
+
+def test_numbers(texts: list[str], trained_elsewhere: frozenset[str] = frozenset()) -> set[int]:
+    """The places of the test lines among `texts` (every line, in `read_lines` order): every TEST_EVERY-th line,
+    less those whose words another line off that grid, or `trained_elsewhere`, also says ("What?", "Never
+    mind..."). Those train instead, so no sentence of the test lines is ever trained on."""
+    words = [spoken_words(text) for text in texts]
+    grid = {number for number in range(len(words)) if number % TEST_EVERY == 0}
+    trained = {said for number, said in enumerate(words) if number not in grid} | trained_elsewhere
+    return {number for number in grid if words[number] not in trained}
+
+
 def extract(folder: Path, root: Path = SKY_DATA, scummvm: Path = SCUMMVM,
-            part: str = "all") -> list[tuple[str, Path, str]]:
-    """Write each spoken line of `part` ("all", "train" or "test": see `TEST_EVERY`) as a WAV file into
-    `folder`; (speaker, path, words) of each."""
+            part: str = "all", trained_elsewhere: frozenset[str] | None = None) -> list[tuple[str, Path, str]]:
+    """Write each spoken line of `part` ("all", "train" or "test": see `test_numbers`) as a WAV file into
+    `folder`; (speaker, path, words) of each. `trained_elsewhere`: other training lines' words (default
+    `other_training_words()`)."""
     if part not in ("all", "train", "test"):
         raise ValueError(f"part {part!r}: allowed are 'all', 'train' and 'test'")
+    lines = read_lines(root, scummvm)
+    if trained_elsewhere is None:
+        trained_elsewhere = other_training_words() if part != "all" else frozenset()
+    test = test_numbers([words for words, _ in lines], trained_elsewhere)
     items = []
-    for number, (words, pcm) in enumerate(read_lines(root, scummvm)):
-        if part != "all" and (number % TEST_EVERY == 0) != (part == "test"):
+    for number, (words, pcm) in enumerate(lines):
+        if part != "all" and (number in test) != (part == "test"):
             continue
         path = folder / f"{number:05d}.wav"
         with wave.open(str(path), "wb") as out:

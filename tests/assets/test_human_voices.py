@@ -149,8 +149,11 @@ def test_training_examples_hold_the_clean_recordings_and_degraded_copies_on_the_
     from studio.speech.visemes import VISEMES
 
     items = [r for r in human_voices.recordings() if r[0] == "tuxpaint/fr"][:6]
-    examples = human_voices.training_examples(1, seed=0, items=items, log=lambda *_: None)
+    record: dict = {}
+    examples = human_voices.training_examples(1, seed=0, items=items, log=lambda *_: None, record=record)
     assert len(examples) >= 2 and len(examples) % 2 == 0
+    assert record["recordings"] == 6 and record["clips_by_speaker"] == {"tuxpaint/fr": record["clips"]}
+    assert record["steel_sky_lines"] == [], "what the corpus cache records: no game line went in"
     for clean, degraded in zip(examples[::2], examples[1::2]):
         assert clean.audio is None and degraded.audio is None  # the corpus keeps features only
         assert clean.features.shape == degraded.features.shape and len(clean.features) == len(clean.viseme)

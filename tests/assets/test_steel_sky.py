@@ -173,8 +173,8 @@ def test_each_line_with_a_recording_is_found_with_its_words_and_falls_to_the_tes
         assert recording.readframes(len(pcm)) == pcm
     for part in ("test", "train"):
         (tmp_path / part).mkdir()
-    test = steel_sky.extract(tmp_path / "test", tmp_path, interpreter, part="test")
-    train = steel_sky.extract(tmp_path / "train", tmp_path, interpreter, part="train")
+    test = steel_sky.extract(tmp_path / "test", tmp_path, interpreter, part="test", trained_elsewhere=frozenset())
+    train = steel_sky.extract(tmp_path / "train", tmp_path, interpreter, part="train", trained_elsewhere=frozenset())
     assert [words for _, _, words in test] == ["Why ASK me then?"]  # the first of every TEST_EVERY lines
     assert [words for _, _, words in train] == ["I can SENSE its presence..."]
     with pytest.raises(ValueError, match="'dev'.*allowed"):
@@ -187,3 +187,12 @@ def test_a_missing_game_is_unavailable_and_a_cut_file_table_is_refused_by_its_co
     (tmp_path / "sky.dsk").write_bytes(b"")
     with pytest.raises(steel_sky.DataError, match="3 entries"):
         steel_sky.read_index((tmp_path / "sky.dnr").read_bytes())
+
+
+def test_a_test_line_whose_words_a_training_line_also_says_trains_instead():
+    texts = ["What?", "Hello there.", "what...", "Go away!", "FOOD!", "Never mind...", "Sorry!", "x", "y", "z",
+             "Never MIND!", "Good."]
+    # on the grid: 0 "What?" (also said at 2), 5 "Never mind..." (only at 10, also on the grid), 10
+    assert steel_sky.test_numbers(texts) == {5, 10}
+    assert steel_sky.test_numbers(texts, trained_elsewhere=frozenset({"never mind"})) == set()
+    assert steel_sky.spoken_words("I don't KNOW!") == "i don't know"

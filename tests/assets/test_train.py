@@ -1,7 +1,19 @@
 import numpy as np
 import pytest
 
-from assets.model.train import DEADLINE_MINUTES, EVALUATION_RESERVE_S, colour, fitted_budgets, main
+from assets.model.train import (
+    DEADLINE_MINUTES,
+    EVALUATION_RESERVE_S,
+    Example,
+    build_examples,
+    cache_provenance,
+    colour,
+    expected_minutes,
+    fitted_budgets,
+    load_examples,
+    main,
+    save_examples,
+)
 from studio.engine.features import LogMelExtractor
 
 
@@ -55,8 +67,40 @@ def test_a_slow_corpus_phase_shortens_both_trainings_so_make_model_ends_by_the_d
     assert corpus_s + (live + offline) * 60.0 + EVALUATION_RESERVE_S <= DEADLINE_MINUTES * 60.0 + 1e-6
 
 
-def test_however_slow_the_machine_each_training_keeps_a_fifth_of_its_budget():
+def test_however_slow_the_machine_each_training_keeps_a_fifth_of_its_budget_and_ends_late():
     assert fitted_budgets(corpus_s=3600.0, live_minutes=14.0, offline_minutes=10.0) == (14.0 * 0.2, 10.0 * 0.2)
+    on_time = 32.0 * 60  # the slowest corpus phase that still ends by the deadline, as the README says
+    assert expected_minutes(on_time, *fitted_budgets(on_time, 14.0, 10.0)) <= DEADLINE_MINUTES
+    late = 35.0 * 60
+    assert expected_minutes(late, *fitted_budgets(late, 14.0, 10.0)) > DEADLINE_MINUTES
+
+
+def _examples(count: int) -> list[Example]:
+    rng = np.random.default_rng(0)
+    return [Example(features=rng.normal(size=(n, 80)).astype(np.float32), arkit=np.zeros((n, 52), np.float32),
+                    viseme=np.zeros(n, np.int64), voice_active=np.ones(n, np.float32)) for n in range(5, 5 + count)]
+
+
+def test_a_corpus_cache_records_its_sources_and_split_and_one_that_does_not_is_refused(tmp_path):
+    provenance = {"synthetic": {"voices": ["espeak:en-us"], "voices_kept_out": ["espeak:en-gb-x-rp"]},
+                  "human_voices": {"steel_sky_lines": [1, 2, 3, 4, 6]}}
+    examples = _examples(3)
+    save_examples(examples, tmp_path / "corpus.npz", provenance)
+    assert cache_provenance(tmp_path / "corpus.npz") == provenance
+    assert [len(e.features) for e in load_examples(tmp_path / "corpus.npz")] == [5, 6, 7]
+    np.savez(tmp_path / "old.npz", lengths=np.array([5]), features=examples[0].features, arkit=examples[0].arkit,
+             viseme=examples[0].viseme, voice_active=examples[0].voice_active)
+    with pytest.raises(ValueError, match="old.npz: this corpus cache does not record its sources and split"):
+        load_examples(tmp_path / "old.npz")
+
+
+def test_a_built_corpus_says_which_voices_went_in_and_which_were_kept_out():
+    provenance: dict = {}
+    build_examples(2, seed=0, held_out=False, provenance=provenance)
+    synthetic = provenance["synthetic"]
+    assert synthetic["utterances"] == 2 and synthetic["voices"] and synthetic["voices_kept_out"]
+    assert not set(synthetic["voices"]) & set(synthetic["voices_kept_out"])
+    assert provenance["human_voices"] is None
 
 
 def test_a_member_of_an_averaged_start_that_is_missing_or_cannot_be_used_is_refused_before_any_work(capsys):
