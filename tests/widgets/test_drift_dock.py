@@ -145,7 +145,7 @@ def _alarms(window) -> list[str]:
 def test_a_take_played_and_stopped_then_a_spoken_line_raise_no_alarm(speaking_window, tmp_path, qtbot):
     window = speaking_window
     window.speak("This line finishes before the take plays.")  # its source stays the engine's last one
-    seconds = 6
+    seconds = 10
     frames = [FrameState(media_time_s=200.0 + i / 30, arkit=np.full(52, (i % 30) / 30), sequence=i)
               for i in range(30 * seconds)]
     tone = (0.2 * np.sin(np.arange(seconds * 16000) * 0.05)).astype(np.float32)
@@ -155,7 +155,7 @@ def test_a_take_played_and_stopped_then_a_spoken_line_raise_no_alarm(speaking_wi
     window.recording.toggle_playback()
     assert window.recording.player.silent_reason is None, window.recording.player.silent_reason
     window.poll_drift(5)
-    playing = window.shown_texts[-1]
+    playing = "\n".join(window.shown_texts[-5:])
     window.recording.toggle_playback()  # stopped part-way; the take stays loaded
     window.poll_drift(2)
     window.speak("And now a line after the take.")
@@ -166,6 +166,7 @@ def test_a_take_played_and_stopped_then_a_spoken_line_raise_no_alarm(speaking_wi
     assert _alarms(window) == []
     # measured while it played, on the take's own clock: a small offset, the skew still too young to tell
     assert re.search(r"A/V offset · skew\n[+-]\d+\.\d ms · —\n≤ 10 ms\ntake tone; skew after 30 s", playing), playing
+    assert "text 'The take is closed" in "\n".join(window.shown_texts)  # then on the line's own clock
 
 
 def test_idle_beside_a_busy_process_raises_no_alarm(speaking_window, busy_process):
