@@ -121,13 +121,16 @@ class DriftPanel(QWidget):
             plot.setTitle(title, size="8pt")
             plot.getAxis("left").setWidth(36)
             plot.setLabel("bottom", "session (min)")
+            for axis in ("left", "bottom"):  # "(x0.001)" after the unit says nothing and was cut in a small dock
+                plot.getAxis(axis).enableAutoSIPrefix(False)
             plot.setMouseEnabled(x=False, y=False)
             plot.setMenuEnabled(False)
         limits = model.thresholds
         self.shown_curve = self.drift_plot.plot([], [], pen=pg.mkPen(_SHOWN, width=1.5), name="shown")
         self.raw_curve = self.drift_plot.plot([], [], pen=pg.mkPen(_RAW, width=1), name="input")
         self.av_curve = self.av_plot.plot([], [], pen=pg.mkPen(_SHOWN, width=1.5))
-        for widget, limit in ((self.drift_plot, limits.max_root_drift_mm), (self.av_plot, limits.max_av_offset_ms)):
+        for widget, limit in ((self.drift_plot, limits.max_root_drift_mm), (self.av_plot, limits.max_av_offset_ms),
+                              (self.av_plot, -limits.max_av_offset_ms)):  # lips ahead of or behind the voice
             widget.addItem(pg.InfiniteLine(pos=limit, angle=0, pen=pg.mkPen(_LIMIT, style=Qt.PenStyle.DashLine)))
         plots = self.plots = QBoxLayout(QBoxLayout.Direction.LeftToRight)
         for widget in (self.drift_plot, self.av_plot):
