@@ -148,7 +148,7 @@ MATCHING_METADATA = ("lookahead_frames", "live_delay_frames", "sample_rate", "ho
 def average_models(members: list[Path], path: Path) -> Path:
     """One streaming graph whose outputs (shapes, viseme probabilities, voice activity) are the mean of several
     exported models'. Nets trained from other starts or on other data miss different closures and rounded
-    sounds, so their mean misses fewer (docs/model_comparison.md, twenty-second round).
+    sounds, so their mean misses fewer (the experiment log, twenty-second round).
 
     Each member keeps its own buffers: the first member's keep their names, member k's `state*` become
     `state_m{k}*` with their `new_` outputs (the runtime takes any `state*` input). The members must agree on

@@ -4,7 +4,7 @@ Rhubarb (MIT) gives one of nine mouth shapes at a time, A–H and X, meant to be
 swaps drawings). Each shape becomes the viseme pose it draws (`SHAPE_VISEMES`, from Rhubarb's own table of
 which sounds each shape serves), held until the next cue, on the 100 fps grid; `evaluate.articulation_metrics`
 then scores it exactly as it scores `lipsync`. The binary is not shipped or downloaded here: pass its path
-(`docs/model_comparison.md` says where it came from).
+(`assets/model/SOURCES.md` says where it came from).
 
 Rhubarb runs two ways: its default recognizer (pocketsphinx, English words) without the text, and the same with
 the words given (`-d`, as a user who has the script would). Its phonetic recognizer (for other languages) is

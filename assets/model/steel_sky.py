@@ -26,7 +26,7 @@ ScummVM binary by its shape alone, and `read_lines` keeps the one whose English 
 
 Use: four of every five lines are training speech (`human_voices`, in `make model`'s corpus); the fifth are
 a test of unheard English sentences in the cast's voices, scored as the human dev set is
-(`python -m assets.model.steel_sky`; docs/model_comparison.md, twentieth and twenty-first rounds).
+(`python -m assets.model.steel_sky`; the experiment log, twentieth and twenty-first rounds).
 """
 
 from __future__ import annotations

@@ -85,7 +85,7 @@ class TrainConfig:
     channels: int = 96
     lookahead: int = 3
     human_voice_copies: int | None = 1  # real recordings (human_voices.py): degraded copies of each; None: not used
-    equaliser_db: float = 0.0  # > 0: colour half the crops (`colour`); off: it delays the mouth opening (model_comparison.md)
+    equaliser_db: float = 0.0  # > 0: colour half the crops (`colour`); off: it delays the mouth opening (experiment log)
 
     @classmethod
     def tiny(cls) -> TrainConfig:
@@ -416,11 +416,11 @@ def train_offline(live, live_path: Path, examples: list[Example], config: TrainC
     `wide_member` > 0: when `live_path` is an average (the live net its member 0), the wide net starts from
     that other member instead. Nets from other starts miss different sounds: the shipped pair, H's live net
     with a wide net grown from M's, rounds more than H's own pair and closes more than M's
-    (docs/model_comparison.md, twenty-fifth round).
+    (the experiment log, twenty-fifth round).
 
     A wider lookahead alone closes fewer human p/b/m than the live net (it is surer of its visemes, and on
     an unheard voice surely wrong), but it closes others the live net misses: the voiceless closures it
-    knows only by their release. Together they close more than either (docs/model_comparison.md, tenth round).
+    knows only by their release. Together they close more than either (the experiment log, tenth round).
     """
     from assets.model.net import OfflineFaceNet
 

@@ -355,13 +355,13 @@ class MouthGate:
     after the sound: `lipsync` on the human dev set opened 16.9 ms later than the target after pauses, 31 ms in
     room noise 20 dB below the speech and 59 ms at 10 dB. Looking 12 hops ahead: -1.9, 14.4 and 31.3 ms (the
     model's own, ungated: -3.6 ms as recorded), rest in pauses 99.1 -> 99.0 %, nothing else moved
-    (docs/model_comparison.md, fourteenth round)."""
+    (the experiment log, fourteenth round)."""
     VOICE_OPENS = 0.5
     """Live, the future is one hop, so the engine also opens the gate where the model itself hears a voice (its
     voice activity above this) before the level counts as heard. The live engine on the human dev set opened the
     mouth 15.9 ms later than the target after pauses, 37.9 ms in room noise 20 dB below the speech and 64.4 ms at
     10 dB; with the model's voice: 4.7, 32.5 and 44.3 ms (ungated: 3.2 ms as recorded, 44.1 at 10 dB), rest in
-    pauses 99.1 / 99.5 / 99.6 -> 99.0 / 99.5 / 99.5 % (docs/model_comparison.md, fourteenth round).
+    pauses 99.1 / 99.5 / 99.6 -> 99.0 / 99.5 / 99.5 % (the experiment log, fourteenth round).
     Not in digital silence, though (every hop of the window below `level.SPEECH_MIN_DBFS`): a model that heard
     game dialogue, whose lines end in breaths, kept its voice up and the mouth moving for 200 ms after a sound
     stopped dead (twenty-first round)."""

@@ -20,7 +20,7 @@ centred, the shortest centred kernel that cancels it. (1, 2, 2, 2, 1) / 8 shaped
 the twenty-fifth round: its wider reach blurred a short closure's or rounded vowel's belief into its
 neighbours, and on the game's 498 unheard English lines the narrower kernel closes 0.3 points more p/b/m,
 opens 0.6 points more open vowels and shows 0.4 points fewer unrounded vowel frames rounded, rounding
-unchanged (docs/model_comparison.md). Streaming has no later hops: rounding takes the mean of the hop and
+unchanged (the experiment log). Streaming has no later hops: rounding takes the mean of the hop and
 the one before, closure their minimum. A mean holds every release half shut for a hop, the lips opening a
 hop after the sound (also on each vowel after a pause, where the model believes the lips are shut); the
 minimum releases at once and waits a hop to shut instead, inside the closure.
@@ -40,12 +40,12 @@ CLOSURE_LOW, CLOSURE_HIGH = 0.25, 0.5
 """Trained on real recordings too, the model is less sure of a human p/b/m (its belief peaks at a median
 0.74 on the dev set's closures, where the synthetic-only model's peaked at 0.87) and less tempted inside
 vowels (4.8 % of vowel frames above 0.25, against 6.6 % above the old 0.35), so the ramp moved down from
-0.35–0.7: see docs/model_comparison.md, sixth round."""
+0.35–0.7: see the experiment log, sixth round."""
 STREAMING_CLOSURE_LOW, STREAMING_CLOSURE_HIGH = 0.18, 0.42
 """Streaming shuts the lips only on a belief held for two hops (the minimum of the hop and the one before), so a
 one-hop flicker cannot shut them and the ramp can start lower than offline: on voices never heard in training
 it closes 2.8 points more p/b/m live (72.2 → 75.0 %) for 0.9 points more vowel frames shut (10.9 → 11.8 %),
-open vowels unchanged. Offline the same step costs three times as much (docs/model_comparison.md, eleventh
+open vowels unchanged. Offline the same step costs three times as much (the experiment log, eleventh
 round)."""
 CENTRED_REACH_HOPS = 1
 """How many hops on either side of a hop the centred (offline) shaping reads: the reach of `_smooth`'s (1, 2, 1) / 4
@@ -54,12 +54,12 @@ ROUND_LOW, ROUND_HIGH = 0.22, 0.5
 """Voices never heard in training are under-rounded most: their oo/oh belief peaks lower. Moving the ramp down
 from 0.35–0.7 rounds 3.8 points more of their rounded sounds (82.7 → 86.5 %, live) for 1.6 points more
 unrounded vowel frames shown rounded (8.2 → 9.8 %); a further step to 0.15–0.42 buys half as much rounding
-per point of false rounding, so the ramp stops here (docs/model_comparison.md, eleventh round)."""
+per point of false rounding, so the ramp stops here (the experiment log, eleventh round)."""
 LEAD_GAIN, LEAD_LOW, LEAD_HIGH = 4.0, 1.0, 2.0
 """On voices it never heard, the model's oo/oh (or p/b/m) belief is often weak but still larger than silence's and
 the vowels' it competes with. Where it leads them, it is raised before its ramp: by a gain that grows from 1 at an
 even lead to LEAD_GAIN at a lead of two to one, so it changes continuously (no switch to chatter on). On four nets
-that never heard the Fish Fillets big fish (docs/model_comparison.md, thirteenth round):
+that never heard the Fish Fillets big fish (the experiment log, thirteenth round):
 - rounding (oo/oh against silence, aa, E, ih; live and offline) rounds 3.3 points more of their rounded sounds
   (86.8 → 90.1 %, live) for 1.2 points more unrounded vowel frames shown rounded (9.2 → 10.4 %), where lowering
   the ramp further bought a point per point; silence among the rivals keeps the lips still in pauses;

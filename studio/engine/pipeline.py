@@ -56,7 +56,7 @@ model reads a hard onset as a /b/ release (its p/b/m belief 0.5-0.7 on the hops 
 streaming shaper held such an onset shut for one or two hops: fed hop by hop, the bench's bursts showed the mouth
 open 17.0 / 38.9 ms (median / p95) after the onset, 14.8 / 18.6 ms now. On the human dev set, closures, rounding
 and open vowels are unchanged (94.7 / 89.1 / 86.2 %), rest in pauses 99.0 -> 98.9 %, onsets 3.6 -> 3.2 ms late
-(docs/model_comparison.md, sixteenth round)."""
+(the experiment log, sixteenth round)."""
 
 
 @dataclass

@@ -187,7 +187,7 @@ def test_a_quiet_voice_moves_the_live_mouth_as_the_same_voice_at_a_normal_level(
     silence gate's threshold with it; once it has heard the voice (the second sentence) the mouth moves as for
     the voice at a normal level. A new source starts with no lift. (The model reads this synthetic voice fairly
     well even unlifted, and live the gate also opens on its voice activity; the human dev set is where the lift
-    pays, docs/model_comparison.md. The file test in test_level.py fails without either part.)"""
+    pays, the experiment log. The file test in test_level.py fails without either part.)"""
 
     def openness(audio):
         engine = Engine(HopFeeder(audio))
