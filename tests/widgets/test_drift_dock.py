@@ -104,47 +104,57 @@ def busy_process():
     process.wait()
 
 
-@pytest.fixture
-def speaking_window(qtbot, studio_home, tmp_path, pulse_audio):
+class DriftWatch:
     """The studio with its real engine, speaking through the PulseAudio null sink; the test polls the Drift
-    dock itself, once per second of real time, and keeps every warning it showed."""
+    dock itself, once per second of real time, and keeps what the dock said at each poll."""
+
+    def __init__(self, window: MainWindow, qtbot) -> None:
+        self.window, self.qtbot = window, qtbot
+        self.warnings: list[str] = []
+        self.texts: list[str] = []  # every visible label of the panel, one a line
+
+    def poll(self, seconds: int) -> None:
+        panel = self.window.drift.panel
+        for _ in range(seconds):
+            self.qtbot.wait(1000)  # the window presents frames meanwhile, as it does for the operator
+            self.window.drift.poll()
+            self.warnings.append(panel.warning_text())
+            self.texts.append(shown_texts(panel))
+
+    def speak(self, text: str, longest_s: int = 60) -> None:
+        """Speak a line and poll until it has ended."""
+        engine = self.window.engine
+        assert engine.speak_text(text), engine.state
+        for _ in range(longest_s):
+            self.poll(1)
+            if engine.poll().startswith("idle"):
+                return
+        raise AssertionError(f"the line did not end within {longest_s} s: {engine.state}")
+
+    def alarms(self) -> list[str]:
+        return [text for text in self.warnings if text.startswith("⚠")]
+
+
+@pytest.fixture
+def watch(qtbot, studio_home, tmp_path, pulse_audio):
     window = MainWindow(make_synthetic_avatar(), show_dialogs=False, persist_layout=False,
                         recordings_root=tmp_path / "takes")
     qtbot.addWidget(window)
     window.show()
     qtbot.waitExposed(window)
     window.drift.timer.stop()
-    window.shown_warnings, window.shown_texts = [], []
-
-    def poll(seconds: int) -> None:
-        for _ in range(seconds):
-            qtbot.wait(1000)  # the window presents frames meanwhile, as it does for the operator
-            window.drift.poll()
-            window.shown_warnings.append(window.drift.panel.warning_text())
-            window.shown_texts.append(_shown_texts(window.drift.panel))
-
-    def speak(text: str) -> None:
-        assert window.engine.speak_text(text), window.engine.state
-        while window.engine.poll() != "idle":
-            poll(1)
-
-    window.poll_drift, window.speak = poll, speak
-    yield window
+    yield DriftWatch(window, qtbot)
     window.close()
 
 
-def _shown_texts(panel) -> str:
+def shown_texts(panel) -> str:
     """What the panel's visible labels say, one a line."""
     return "\n".join(label.text() for label in panel.findChildren(QLabel) if label.isVisible())
 
 
-def _alarms(window) -> list[str]:
-    return [text for text in window.shown_warnings if text.startswith("⚠")]
-
-
-def test_a_take_played_and_stopped_then_a_spoken_line_raise_no_alarm(speaking_window, tmp_path, qtbot):
-    window = speaking_window
-    window.speak("This line finishes before the take plays.")  # its source stays the engine's last one
+def test_a_take_played_and_stopped_then_a_spoken_line_raise_no_alarm(watch, tmp_path):
+    window = watch.window
+    watch.speak("This line finishes before the take plays.")  # its source stays the engine's last one
     seconds = 10
     frames = [FrameState(media_time_s=200.0 + i / 30, arkit=np.full(52, (i % 30) / 30), sequence=i)
               for i in range(30 * seconds)]
@@ -154,30 +164,30 @@ def test_a_take_played_and_stopped_then_a_spoken_line_raise_no_alarm(speaking_wi
     assert window.recording.load(take.path)
     window.recording.toggle_playback()
     assert window.recording.player.silent_reason is None, window.recording.player.silent_reason
-    window.poll_drift(5)
-    playing = "\n".join(window.shown_texts[-5:])
+    watch.poll(5)
+    playing = "\n".join(watch.texts[-5:])
     window.recording.toggle_playback()  # stopped part-way; the take stays loaded
-    window.poll_drift(2)
-    window.speak("And now a line after the take.")
+    watch.poll(2)
+    watch.speak("And now a line after the take.")
     window.recording.close_playback()
-    window.speak("The take is closed, so the viewport shows this voice again, for a few seconds longer.")
-    window.poll_drift(2)
-    assert len(window.shown_warnings) >= 14
-    assert _alarms(window) == []
+    watch.speak("The take is closed, so the viewport shows this voice again, for a few seconds longer.")
+    watch.poll(2)
+    assert len(watch.warnings) >= 14
+    assert watch.alarms() == []
     # measured while it played, on the take's own clock: a small offset, the skew still too young to tell
     assert re.search(r"A/V offset · skew\n[+-]\d+\.\d ms · —\n≤ 10 ms\ntake tone; skew after 30 s", playing), playing
-    assert "text 'The take is closed" in "\n".join(window.shown_texts)  # then on the line's own clock
+    assert "text 'The take is closed" in "\n".join(watch.texts)  # then on the line's own clock
 
 
-def test_idle_beside_a_busy_process_raises_no_alarm(speaking_window, busy_process):
-    window = speaking_window
-    window.speak("Hello.")
-    window.poll_drift(10)
-    assert _alarms(window) == []
-    assert "nothing playing" in _shown_texts(window.drift.panel)
+def test_idle_beside_a_busy_process_raises_no_alarm(watch, busy_process):
+    window = watch.window
+    watch.speak("Hello.")
+    watch.poll(10)
+    assert watch.alarms() == []
+    assert "nothing playing" in shown_texts(window.drift.panel)
 
 
-def test_the_dock_says_why_body_and_head_drift_are_empty(speaking_window):
-    window = speaking_window
-    window.speak("Hi.")
-    assert "no tracker input: nothing to anchor" in _shown_texts(window.drift.panel)
+def test_the_dock_says_why_body_and_head_drift_are_empty(watch):
+    window = watch.window
+    watch.speak("Hi.")
+    assert "no tracker input: nothing to anchor" in shown_texts(window.drift.panel)
