@@ -655,7 +655,7 @@ class SpeakerOutput:
                     keep.append((stream, close_after, pending))
                     continue
                 try:
-                    stream.stop()
+                    stream.abort()  # its last sound has reached the DAC: what remains queued is silence
                     if pending is not None and pending not in stream.actions:
                         self._underruns += int(pending.stats.output_underflows)
                     self._underruns += int(stream.stats.output_underflows)

@@ -18,8 +18,8 @@ needs_pulse = pytest.mark.usefixtures("pulse_audio")
 OPEN = 0.1
 HOP_S = 0.01
 # An underrun is a gap in the sound and moves the rest of the clip later at the DAC, and it resizes the buffer
-# (a new stream). The tests of fades, of the media clock and of the one persistent stream run at the buffer
-# that rode out a loaded CI machine (0.1 s), so that they test those alone.
+# (a new stream). The tests of fades, of the media clock and of the one persistent stream run at a fixed
+# buffer, the one that rode out a loaded CI machine (0.1 s), so that they test those alone.
 STEADY = 0.1
 
 
@@ -61,7 +61,7 @@ class MonitorRecorder:
 
 @needs_pulse
 def test_a_cut_clip_fades_out_without_a_click(monkeypatch):
-    speaker = SpeakerOutput(policy=OutputBufferPolicy(start_s=STEADY))
+    speaker = SpeakerOutput(policy=OutputBufferPolicy(min_s=STEADY, max_s=STEADY))
     with MonitorRecorder(monkeypatch) as recorder:
         speaker.open()
         clip = speaker.play(speaker.prepare(np.full(2 * 44100, 0.5, np.float32), 44100))
@@ -135,7 +135,7 @@ def test_the_media_clock_follows_the_sound_at_the_dac(tmp_path, monkeypatch):
     path = tmp_path / "vowel.wav"
     soundfile.write(path, silence_vowel_silence(), ENGINE_RATE)
     engine = Engine()
-    engine.speaker.policy = OutputBufferPolicy(start_s=STEADY)
+    engine.speaker.policy = OutputBufferPolicy(min_s=STEADY, max_s=STEADY)
     with MonitorRecorder(monkeypatch) as recorder:
         engine.start()
         try:
