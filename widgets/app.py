@@ -113,6 +113,21 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--quick", action="store_true", help="fewer repetitions (for a smoke run)")
     add_persona_and_preset(bench)
 
+    serve = commands.add_parser("serve", help="the local control API (WebSocket + HTTP) with no window")
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    serve.add_argument("--port", type=int, default=8765, help="TCP port (default 8765; 0 picks a free one)")
+    serve.add_argument("--allow-remote", action="store_true", help="allow binding an address other machines reach")
+    serve.add_argument("--allow-folder", action="append", metavar="DIR",
+                       help="a folder clients may play files from (repeatable; default: media and recordings)")
+    serve.add_argument("--play-audio", action="store_true", help="also play the speech on this machine's sound output")
+    serve.add_argument("--require-approval", action="store_true", help="admit only client names approved before")
+    serve.add_argument("--approve", metavar="NAME", help="approve a client name, then exit")
+    serve.add_argument("--deny", metavar="NAME", help="deny a client name, then exit")
+    serve.add_argument("--show-token", action="store_true", help="print the API token (made on first use), then exit")
+    serve.add_argument("--new-token", action="store_true", help="replace the API token, print it, then exit")
+    serve.add_argument("--schema", action="store_true", help="print the API's JSON schema, then exit")
+    add_persona_and_preset(serve)
+
     from widgets.soak_cli import add_parser as add_soak_parser
     from widgets.take_commands import add_parsers
 
@@ -123,6 +138,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from studio.heap import limit_heap_retention
+
+    limit_heap_retention()  # before the first large array, so freed memory goes back to the system
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     os.environ.setdefault("PYQTGRAPH_QT_LIB", "PySide6")
     args = build_parser().parse_args(argv)

@@ -60,12 +60,10 @@ def check_gui_inputs(args: argparse.Namespace) -> tuple[AvatarModel | None, Pers
 
 
 def _dressed(avatar: AvatarModel, persona: Persona) -> AvatarModel:
-    """The avatar in the persona's colours."""
-    if not persona.colors:
-        return avatar
-    from studio.avatar.appearance import with_colors
+    """The avatar in the persona's colours and body shape (as the viewport draws it at full detail)."""
+    from studio.avatar.look import Look, drawn_model
 
-    return with_colors(avatar, persona.colors)
+    return drawn_model(avatar, Look.of_persona(persona))
 
 
 def selftest_command(args: argparse.Namespace) -> int:
@@ -332,3 +330,60 @@ def soak_command(args: argparse.Namespace) -> int:
     from widgets.soak_cli import soak_command as soak
 
     return soak(args)
+
+
+def serve_command(args: argparse.Namespace) -> int:
+    """`avatar-studio serve`: the control API on a headless engine until Ctrl+C (docs/api.md)."""
+    from studio.api import security
+    from studio.api.messages import schema_text
+
+    if args.schema:
+        print(schema_text(), end="")
+        return 0
+    try:
+        if args.new_token or args.show_token:
+            token = security.new_token() if args.new_token else security.load_or_create_token()
+            print(token)
+            print(f"(stored in {security.token_path()}, readable by you only)", file=sys.stderr)
+            return 0
+        names = security.ClientNames(require_approval=True if args.require_approval else None)
+        if args.approve or args.deny:
+            names.approve(args.approve) if args.approve else names.deny(args.deny)
+            print(f"client {args.approve or args.deny!r} {'approved' if args.approve else 'denied'} ({names.path})")
+            return 0
+        if not 0 <= args.port <= 65535:
+            return _fail(f"--port {args.port} is out of range; allowed 0..65535")
+        if not security.is_loopback(args.host):
+            if not args.allow_remote:
+                return _fail(f"--host {args.host} lets other machines connect; add --allow-remote to mean it")
+            print(f"avatar-studio serve: WARNING: listening on {args.host}: anyone who reaches this address and has "
+                  "the token can drive the avatar and read its audio", file=sys.stderr)
+        token = security.load_or_create_token()
+        persona, preset = persona_and_preset(args)
+        security.media_dir().mkdir(parents=True, exist_ok=True)
+        folders = security.AllowedFolders(args.allow_folder)
+    except ValueError as error:  # PresetError, a bad token or client file, a folder
+        return _fail(str(error))
+    import asyncio
+
+    from studio.api.server import ApiServer, serve_until_stopped
+    from studio.api.service import StudioService
+
+    service = StudioService(persona, preset, folders, play_audio=args.play_audio)
+    service.start()
+
+    def ready(port: int) -> None:
+        print(f"avatar-studio serve: ready on ws://{args.host}:{port}/api and http://{args.host}:{port}/health "
+              f"(token: avatar-studio serve --show-token)", flush=True)
+
+    try:
+        asyncio.run(serve_until_stopped(ApiServer(service, token, names), args.host, args.port, ready))
+    except OSError as error:
+        if error.errno == 98 or "in use" in str(error):
+            return _fail(f"port {args.port} is in use by another program; choose another with --port")
+        return _fail(f"cannot serve on {args.host}:{args.port}: {error}")
+    except KeyboardInterrupt:
+        pass
+    finally:
+        service.close()
+    return 0
