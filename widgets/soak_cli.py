@@ -89,6 +89,11 @@ def add_parser(commands) -> None:
     soak.add_argument("--compare", type=_report_file, metavar="REPORT.json", help="another soak's report to plot beside")
     soak.add_argument("--seed", type=int, default=0)
     soak.add_argument("--report", type=_report_dir, required=True, metavar="DIR", help="where report.json/png go")
+    soak.add_argument("--gui", action="store_true",
+                      help="instead: a scripted operator session in the studio window (under the current DISPLAY) "
+                           "for --duration wall-clock seconds; reports memory growth, presented fps and underruns")
+    soak.add_argument("--trace-memory", action="store_true",
+                      help="with --gui: also name what grew after the warm-up (tracemalloc; slows the session)")
 
 
 def _fail(message: str) -> int:
@@ -97,6 +102,8 @@ def _fail(message: str) -> int:
 
 
 def soak_command(args: argparse.Namespace) -> int:
+    if args.gui:
+        return gui_soak_command(args)
     os.environ.setdefault("EGL_PLATFORM", "surfaceless")
     from studio.avatar.io import default_avatar_path, load_avatar
     from studio.avatar.model import AvatarFormatError
@@ -153,3 +160,44 @@ def _run_with_progress(options) -> dict:
         task = progress.add_task("soak", total=options.duration_s)
         options.progress = lambda done: progress.update(task, completed=done)
         return run_soak(options)
+
+
+def gui_soak_command(args: argparse.Namespace) -> int:
+    """`soak --gui`: the operator session in the real window; exit 0 when every action ran, nothing failed and
+    (for runs of 10 minutes or more) memory stayed within its growth limit."""
+    if not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY"):
+        return _fail("--gui needs a display (DISPLAY is not set); run it under Xvfb, e.g. scripts/with-services.sh")
+    from studio.avatar.io import default_avatar_path, load_avatar
+    from studio.avatar.model import AvatarFormatError
+    from studio.fileio import atomic_write
+    from studio.presets import PresetError
+    from widgets.commands import persona_and_preset
+
+    try:
+        persona, preset = persona_and_preset(args)
+        avatar = load_avatar(args.avatar or default_avatar_path())
+    except (PresetError, AvatarFormatError) as error:
+        return _fail(str(error))
+    import shutil
+
+    from widgets.soak_gui import GuiSoakOptions, default_work_dir, run_gui_soak
+
+    work = default_work_dir()
+    try:
+        report = run_gui_soak(avatar, preset, persona, GuiSoakOptions(args.duration, work, trace_memory=args.trace_memory))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    atomic_write(args.report / "report.json", json.dumps(report, indent=1) + "\n")
+    png = args.report / "report.png"
+    try:
+        from widgets.soak_plot import write_gui_report_png
+
+        write_gui_report_png(report, png)
+    except Exception as error:  # noqa: BLE001 - the JSON is the record; a plot failure must not lose it
+        print(f"avatar-studio soak: could not draw {png}: {error}", file=sys.stderr)
+    print(json.dumps(report["summary"], indent=1))
+    for problem in report["problems"]:
+        print(f"soak --gui: {problem}", file=sys.stderr)
+    failed = [name for name, ok in report["pass"].items() if ok is False]
+    print(f"soak --gui {'PASS' if report['passed'] else 'FAIL: ' + ', '.join(failed)}; report in {args.report}")
+    return 0 if report["passed"] else 1

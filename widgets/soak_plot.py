@@ -98,3 +98,52 @@ def write_report_png(report: dict, path: Path, compare: dict | None = None, size
     exporter.parameters()["width"] = size[0]
     exporter.export(str(path))
     layout.close()
+
+
+def write_gui_report_png(report: dict, path: Path, size: tuple[int, int] = (1400, 900)) -> None:
+    """report.png for `soak --gui`: process memory (with the warm-up mark and the growth limit), presented
+    fps and the speaker's underruns over the session."""
+    os.environ.setdefault("PYQTGRAPH_QT_LIB", "PySide6")
+    import pyqtgraph as pg
+    import pyqtgraph.exporters
+    from PySide6.QtWidgets import QApplication
+
+    _app = QApplication.instance() or QApplication([])
+    pg.setConfigOptions(antialias=True, background="#1e1f22", foreground="#c8ccd4")
+    layout = pg.GraphicsLayoutWidget(size=size)
+    summary, series, settings = report["summary"], report["series"], report["settings"]
+    growth = summary["gui_rss_growth_pct"]
+    counts = summary["counts"]
+    layout.addLabel(
+        f"GUI soak {summary['wall_s']:.0f} s: RSS growth after warm-up {growth:+.2f} % (limit "
+        f"{report['thresholds']['max_gui_rss_growth_pct']:g} %), {summary['presented_fps_mean']} fps, "
+        f"{summary['audio_underruns']} underruns; {counts.get('takes_recorded', 0)} takes, "
+        f"{counts.get('exports_decoded', 0)} exports, {counts.get('persona_switches', 0)} persona switches: "
+        f"{'PASS' if report['passed'] else 'FAIL'}", row=0, col=0, size="12pt")
+    minutes = np.asarray(series["time_s"]) / 60.0
+    warmup_min = settings["warmup_s"] / 60.0
+    dashed = pg.mkPen(_COLORS["limit"], style=pg.QtCore.Qt.PenStyle.DashLine)
+    rows = (("process memory (RSS)", "MB", "rss_mb", _COLORS["other"]),
+            ("presented frames per second", "fps", "presented_fps", _COLORS["shown"]),
+            ("speaker underruns (cumulative)", "count", "audio_underruns", _COLORS["raw"]))
+    for row, (title, units, key, color) in enumerate(rows, start=1):
+        item = layout.addPlot(row=row, col=0, title=title)
+        item.showGrid(x=True, y=True, alpha=0.2)
+        item.setLabel("bottom", "session time", units="min")
+        item.setLabel("left", units)
+        item.getAxis("left").enableAutoSIPrefix(False)
+        item.getAxis("bottom").enableAutoSIPrefix(False)
+        item.plot(minutes, np.asarray(series[key], np.float64), pen=pg.mkPen(color, width=2))
+        item.addItem(pg.InfiniteLine(pos=warmup_min, angle=90, pen=dashed, label="end of warm-up",
+                                     labelOpts={"color": _COLORS["limit"], "position": 0.9}))
+        if key == "rss_mb" and summary["rss_at_warmup_mb"] is not None:
+            limit = summary["rss_at_warmup_mb"] * (1 + report["thresholds"]["max_gui_rss_growth_pct"] / 100.0)
+            item.addItem(pg.InfiniteLine(pos=limit, angle=0, pen=dashed, label=f"limit {limit:.0f} MB",
+                                         labelOpts={"color": _COLORS["limit"], "position": 0.1}))
+    layout.resize(*size)
+    layout.show()
+    QApplication.processEvents()
+    exporter = pyqtgraph.exporters.ImageExporter(layout.scene())
+    exporter.parameters()["width"] = size[0]
+    exporter.export(str(path))
+    layout.close()
