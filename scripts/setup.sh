@@ -5,7 +5,8 @@
 # `dev` adds the audio daemon for the tests and the voices the face model trains and is checked on;
 # `packages` prints the Debian packages `system` would make sure of.
 # Everything the scripts and tests call beyond a minimal Debian (coreutils, bash, dpkg, apt) is listed
-# here: Xvfb/xdpyinfo/xauth, pulseaudio/pactl/pacat, festival, objdump (binutils, for PyInstaller).
+# here: Xvfb/xdpyinfo/xauth, pulseaudio/pactl/pacat, festival, objdump (binutils, for PyInstaller),
+# openbox (a window manager that frames the window in the test of its saved place).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
@@ -14,7 +15,7 @@ PYTHON=${PYTHON:-python3}
 RUNTIME_PACKAGES="libegl1 libgl1 libgl1-mesa-dri libfontconfig1 libglib2.0-0 libdbus-1-3 libxkbcommon-x11-0
   libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-image0 libxcb-render-util0 libxcb-shape0 libxcb-xkb1
   libportaudio2 xvfb xauth x11-utils fonts-dejavu-core"
-TEST_PACKAGES="pulseaudio pulseaudio-utils libasound2-plugins binutils festival festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts flite klettres-data ktuberling-data tuxpaint-stamps-default
+TEST_PACKAGES="pulseaudio pulseaudio-utils libasound2-plugins binutils openbox festival festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts flite klettres-data ktuberling-data tuxpaint-stamps-default
   fillets-ng-data fillets-ng-data-cs fillets-ng-data-nl festvox-ru flight-of-the-amazon-queen beneath-a-steel-sky"
 
 need_root() {

@@ -4,6 +4,8 @@ operator's buttons in reach, reset and reopen keep what they should, hotkeys wai
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 
 import pytest
 from PySide6.QtCore import QPoint, QRect, Qt
@@ -168,18 +170,46 @@ def test_switching_workspaces_and_back_restores_what_the_user_changed(open_windo
     as_left()
 
 
-def test_reopened_window_keeps_its_place_and_size(open_window, qtbot):
+@pytest.fixture
+def window_manager():
+    """openbox on the test display for one test: a real window manager puts a frame (a title bar) around the
+    window, so its frame and client rectangles differ, as on a desktop. Stopped afterwards."""
+    executable = shutil.which("openbox")
+    if executable is None:
+        pytest.fail("openbox is missing: scripts/setup.sh system dev installs it")
+    manager = subprocess.Popen([executable, "--sm-disable"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _attempt in range(200):
+            check = subprocess.run(["xprop", "-root", "_NET_SUPPORTING_WM_CHECK"], capture_output=True, text=True)
+            if "window id" in check.stdout:
+                break
+            assert manager.poll() is None, "openbox exited at start"
+            subprocess.run(["sleep", "0.05"])
+        yield manager
+    finally:
+        manager.terminate()
+        manager.wait(timeout=10)
+
+
+def test_reopened_window_keeps_its_place_under_a_window_manager(window_manager, open_window, qtbot):
     first = open_window()
-    first.setGeometry(QRect(140, 90, 1280, 720))
-    qtbot.waitUntil(lambda: first.geometry() == QRect(140, 90, 1280, 720), timeout=5000)
+    try:
+        qtbot.waitUntil(lambda: first.frameGeometry() != first.geometry(), timeout=5000)
+    except qtbot.TimeoutError:
+        pytest.fail(f"no window frame ({first.frameGeometry()}): the window manager is not managing the window")
+    first.move(220, 160)  # as a user drags it: the frame's top-left goes there
+    qtbot.waitUntil(lambda: first.frameGeometry().topLeft() == QPoint(220, 160), timeout=5000)
+    placed = first.geometry()
     first.close()
     saved = json.loads(default_layout_path().read_text())["window"]
-    assert saved == {"x": 140, "y": 90, "width": 1280, "height": 720, "maximized": False}
+    assert saved == {"x": placed.x(), "y": placed.y(), "width": placed.width(), "height": placed.height(),
+                     "maximized": False}
     for _reopen in range(3):
         window = open_window()
+        qtbot.waitUntil(lambda w=window: w.frameGeometry() != w.geometry(), timeout=5000)  # framed by the manager
         position = window.geometry().topLeft()
-        assert abs(position.x() - 140) <= 2 and abs(position.y() - 90) <= 2, position
-        assert window.size().toTuple() == (1280, 720)
+        assert abs(position.x() - placed.x()) <= 2 and abs(position.y() - placed.y()) <= 2, (position, placed)
+        assert window.size() == placed.size()
         window.close()
 
 
