@@ -23,6 +23,7 @@ from vispy.visuals import Visual
 from vispy.visuals.transforms import ChainTransform, MatrixTransform, NullTransform, STTransform
 from vispy.visuals.transforms.base_transform import InverseTransform
 
+from studio.avatar.look import with_betas
 from studio.avatar.model import AvatarModel
 from studio.avatar.skeleton import JOINT_INDEX, NUM_JOINTS
 from studio.avatar.skinning import Kinematics, batch_rodrigues, vertex_normals
@@ -154,13 +155,8 @@ class AvatarMesh:
     """CPU side of the avatar: reordered arrays, the sparse morph and normal update, CPU skinning."""
 
     def __init__(self, model: AvatarModel, betas: np.ndarray | None = None) -> None:
-        self.model = model
+        self.model = model = with_betas(model, betas)
         rest = np.asarray(model.v_template, np.float64)
-        if betas is not None and model.num_betas:
-            b = np.zeros(model.num_betas)
-            given = np.asarray(betas, np.float64).ravel()[: model.num_betas]
-            b[: given.size] = given
-            rest = rest + np.asarray(model.shape_dirs, np.float64) @ b
         joints = np.asarray(model.joint_regressor, np.float64) @ rest
         faces = np.asarray(model.faces, np.int64)
 

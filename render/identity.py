@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from studio.avatar.look import BARE, Look, drawn_model
 from studio.avatar.model import AvatarModel
 from studio.frame import FrameState
 
@@ -28,19 +29,20 @@ def live_gl_objects(canvas) -> int:
 class IdentityCheck:
     """Call with a FrameState: renders it (head camera) and returns SSIM against the first render (1.0 then).
 
-    By default it draws with its own offscreen renderer (the soak); `render` draws with another one
-    instead, such as the studio window's own canvas, so the check sees the session's GL resources.
+    By default it draws `avatar` in `look` (`studio.avatar.look.drawn_model`, full detail) with its own
+    offscreen renderer (the soak); `render` draws with another one instead, such as the studio window's own
+    canvas, so the check sees the session's GL resources and the mesh the viewport draws.
     """
 
     def __init__(self, avatar: AvatarModel | None = None, size: tuple[int, int] = (256, 256),
-                 render: Callable[[FrameState], np.ndarray] | None = None) -> None:
+                 render: Callable[[FrameState], np.ndarray] | None = None, look: Look = BARE) -> None:
         self.renderer = None
         if render is None:
             from render.offscreen import OffscreenRenderer
 
             if avatar is None:
                 raise ValueError("IdentityCheck needs an avatar to render, or a render function")
-            self.renderer = OffscreenRenderer(avatar, size=size, background="chroma", camera="head")
+            self.renderer = OffscreenRenderer(drawn_model(avatar, look), size=size, background="chroma", camera="head")
             render = self.renderer.render
         self.render = render
         self.first: np.ndarray | None = None

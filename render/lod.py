@@ -1,66 +1,99 @@
-"""Mesh levels of detail for the viewport, prepared off the GUI thread so a preset switch is quick.
+"""The meshes the viewport draws: the avatar at each level of detail, in the current look, built off the GUI
+thread so a preset switch or a colour change never stalls a frame.
 
-Only the shipped default avatar has built LOD files (assets/build_lod.py); any other avatar is
-drawn at full detail whatever the preset says, and `describe()` says so.
+Each one is `studio.avatar.look.drawn_model` (the avatar's LOD file, the persona's colours and body shape)
+with its AvatarMesh. A new look rebuilds the levels in use; meshes of an older look are dropped (a build that
+finishes after the look changed is thrown away), so only the current look's few meshes are kept. Only the
+shipped default avatar has built LOD files (assets/build_lod.py); any other avatar is drawn at full detail
+whatever the preset says.
 """
 
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 
 from render.avatar_visual import AvatarMesh
-from studio.avatar.io import default_avatar_path, load_avatar
-from studio.avatar.lod import lod_path
+from studio.avatar.look import BARE, Look, drawn_model, has_levels, level_of_detail
 from studio.avatar.model import AvatarModel
 
 Key = tuple[str, bool]  # (lod, keep_face)
+Drawn = tuple[AvatarModel, AvatarMesh]
+FULL_DETAIL: Key = ("high", True)
+
+
+def build_drawn(base: AvatarModel, look: Look = BARE, lod: str = "high", keep_face: bool = True,
+                level: AvatarModel | None = None) -> Drawn:
+    """The drawn model and its mesh, ready for `AvatarView.set_avatar` / `set_lod`."""
+    model = drawn_model(base, look, lod, keep_face, level)
+    return model, AvatarMesh(model)
 
 
 class LodLibrary:
-    """The avatar's LOD meshes by (lod, keep_face): `request` loads one in the background, `get` returns it when ready."""
+    """One avatar's drawn meshes by (lod, keep_face) in the current look: `request` builds one in the
+    background, `get` returns it when ready, `set_look` switches every later build to a new look."""
 
-    def __init__(self, base: AvatarModel, base_mesh: AvatarMesh | None = None) -> None:
+    def __init__(self, base: AvatarModel, look: Look = BARE, full_detail: Drawn | None = None) -> None:
         self.base = base
-        self.has_lods = Path(base.source).resolve() == default_avatar_path().resolve()
-        self._ready: dict[Key, tuple[AvatarModel, AvatarMesh]] = {}
-        if base_mesh is not None:
-            self._ready[("high", True)] = (base, base_mesh)
-        self._loading: dict[Key, threading.Thread] = {}
+        self.look = look
+        self.has_lods = has_levels(base)
+        self._levels: dict[Key, AvatarModel] = {FULL_DETAIL: base}  # undressed, read from disk once
+        self._ready: dict[Key, Drawn] = {}
+        if full_detail is not None:
+            self._ready[FULL_DETAIL] = full_detail
+        self._loading: dict[tuple[Look, Key], threading.Thread] = {}
         self._errors: dict[Key, str] = {}
         self._lock = threading.Lock()
 
     def key(self, lod: str, keep_face: bool) -> Key:
         """The mesh actually used for this request: full detail where there is no LOD file."""
         if lod == "high" or not self.has_lods:
-            return ("high", True)
+            return FULL_DETAIL
         return (lod, keep_face)
+
+    def set_look(self, look: Look) -> None:
+        """Build from now on in `look`; the meshes of the old look are forgotten (the caller keeps the drawn one)."""
+        with self._lock:
+            if look == self.look:
+                return
+            self.look = look
+            self._ready.clear()
 
     def request(self, lod: str, keep_face: bool) -> Key:
         key = self.key(lod, keep_face)
         with self._lock:
-            if key in self._ready or key in self._loading or key in self._errors:
+            look = self.look
+            if key in self._ready or (look, key) in self._loading or key in self._errors:
                 return key
-            thread = threading.Thread(target=self._load, args=(key,), name=f"lod-{key[0]}", daemon=True)
-            self._loading[key] = thread
+            thread = threading.Thread(target=self._build, args=(look, key), name=f"lod-{key[0]}", daemon=True)
+            self._loading[(look, key)] = thread
         thread.start()
         return key
 
-    def _load(self, key: Key) -> None:
+    def _build(self, look: Look, key: Key) -> None:
         try:
-            path = lod_path("default", *key)
-            model = self.base if path is None else load_avatar(path)
-            prepared = (model, AvatarMesh(model))
+            with self._lock:
+                level = self._levels.get(key)
+            if level is None:
+                level = level_of_detail(self.base, *key)
+                with self._lock:
+                    self._levels[key] = level
+            with self._lock:
+                if look != self.look:  # a slider moved on while this waited: the mesh would be thrown away
+                    self._loading.pop((look, key), None)
+                    return
+            prepared = build_drawn(self.base, look, *key, level=level)
         except Exception as error:  # noqa: BLE001 - a missing or broken LOD file leaves full detail in use
             with self._lock:
                 self._errors[key] = f"{type(error).__name__}: {error}"
-                self._loading.pop(key, None)
+                self._loading.pop((look, key), None)
             return
         with self._lock:
-            self._ready[key] = prepared
-            self._loading.pop(key, None)
+            if look == self.look:
+                self._ready[key] = prepared
+            self._loading.pop((look, key), None)
 
-    def get(self, key: Key) -> tuple[AvatarModel, AvatarMesh] | None:
+    def get(self, key: Key) -> Drawn | None:
+        """The drawn model and mesh for this key in the current look, None until built."""
         with self._lock:
             return self._ready.get(key)
 
@@ -69,9 +102,9 @@ class LodLibrary:
             return self._errors.get(key)
 
     def wait(self, key: Key, timeout_s: float | None = None) -> bool:
-        """Block until this key is loaded (or failed); True when it is ready. For tests and benches."""
+        """Block until this key is built in the current look (or failed); True when it is ready. For tests and benches."""
         with self._lock:
-            thread = self._loading.get(key)
+            thread = self._loading.get((self.look, key))
         if thread is not None:
             thread.join(timeout_s)
         return self.get(key) is not None

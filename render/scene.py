@@ -165,7 +165,6 @@ class AvatarView:
         self.background = ""
         self.framing = camera
         self._state = FrameState()
-        self._betas: np.ndarray | None = None
         self._cpu_mesh: AvatarMesh | None = None
         self._zoom_target: np.ndarray | None = None
         self.set_background(background)
@@ -178,12 +177,10 @@ class AvatarView:
         return self.view.camera
 
     def set_avatar(self, model: AvatarModel, betas: np.ndarray | None = None, mesh: AvatarMesh | None = None) -> None:
-        self.avatar.set_avatar(model, betas, mesh)
-        self._betas = None if betas is None else np.array(betas, np.float32)
-        self._cpu_mesh = None
-        self._head_box = _head_box(model)
-        self._vertical_range = (float(model.v_template[:, 1].min()), float(model.v_template[:, 1].max()))
-        self._frame(self.framing)
+        """Draw this model (a `studio.avatar.look.drawn_model`; `betas` shapes a bare one) and frame it anew."""
+        if mesh is None:
+            mesh = AvatarMesh(model, betas)
+        self.set_lod(mesh.model, mesh, reframe=True)
 
     def set_frame(self, state: FrameState) -> None:
         """Show this FrameState at the next draw; cheap enough to call at display rate."""
@@ -192,11 +189,16 @@ class AvatarView:
         if self.background == "studio":
             self.shadow.set_center(float(state.transl[0]), float(state.transl[2]))
 
-    def set_lod(self, model: AvatarModel, mesh: AvatarMesh) -> None:
-        """Draw another level of detail of the same avatar (camera, framing and background stay)."""
-        self.avatar.set_avatar(model, self._betas, mesh)
+    def set_lod(self, model: AvatarModel, mesh: AvatarMesh, reframe: bool = False) -> None:
+        """Draw another level of detail or look of the same avatar. Camera and background stay; `reframe`
+        (for a new body shape, whose head may now be out of view) frames the avatar anew as it was framed."""
+        self.avatar.set_avatar(model, mesh=mesh)
         self.avatar.set_state(self._state)
         self._cpu_mesh = None
+        if reframe:
+            self._head_box = _head_box(model)
+            self._vertical_range = (float(model.v_template[:, 1].min()), float(model.v_template[:, 1].max()))
+            self._frame(self.framing)
         self.canvas.update()
 
     def set_cloth(self, regions: tuple[str, ...]) -> None:
@@ -273,8 +275,10 @@ class AvatarView:
         mesh = self.avatar.mesh
         if mesh is None:
             raise RuntimeError("AvatarView has no avatar yet; call set_avatar first")
+        if not self.avatar.visible:  # never drawn (a part-ID render): its own mesh is free to pose, no copy needed
+            return mesh.posed_vertices(state or self._state)
         if self._cpu_mesh is None:
-            self._cpu_mesh = AvatarMesh(mesh.model, self._betas)
+            self._cpu_mesh = AvatarMesh(mesh.model)
         return self._cpu_mesh.posed_vertices(state or self._state)
 
 

@@ -27,16 +27,11 @@ class ExportCancelled(Exception):
 
 
 def persona_avatar(persona, fallback: AvatarModel | None = None) -> AvatarModel:
-    """The avatar a persona names (`default` or a file), in the persona's colours."""
-    from studio.avatar.appearance import with_colors
-    from studio.avatar.io import default_avatar_path, load_avatar
+    """The avatar a persona names (`default`: `fallback`, else the shipped one; or a file), in the persona's colours
+    and body shape: `studio.avatar.look.drawn_model` at full detail, as the viewport and output window draw it."""
+    from studio.avatar.look import persona_model
 
-    name = getattr(persona, "avatar", "default") or "default"
-    if name == "default":
-        avatar = fallback if fallback is not None else load_avatar(default_avatar_path())
-    else:
-        avatar = load_avatar(name)
-    return with_colors(avatar, dict(getattr(persona, "colors", {}) or {}))
+    return persona_model(persona, fallback)
 
 
 def _recorded_persona(take: Take):

@@ -591,17 +591,20 @@ class RecordingController(QObject):
         if persona is None or persona.name == take.manifest.get("persona"):
             self._restore_avatar()
             return None
-        from render.take_export import persona_avatar
+        from studio.avatar.io import load_avatar
+        from studio.avatar.look import Look
         from studio.recording.session import retargeter
 
+        viewport = self.window.viewport
         if self._original_avatar is None:
-            self._original_avatar = self.window.avatar
-        self.window.viewport.set_avatar(persona_avatar(persona, self._original_avatar))
+            self._original_avatar = (viewport.base_avatar, viewport.look)
+        base = self._original_avatar[0] if persona.avatar == "default" else load_avatar(persona.avatar)
+        viewport.set_avatar(base, Look.of_persona(persona))
         return retargeter(take.manifest.get("persona") or "default", persona)
 
     def _restore_avatar(self) -> None:
         if self._original_avatar is not None:
-            self.window.viewport.set_avatar(self._original_avatar)
+            self.window.viewport.set_avatar(*self._original_avatar)
             self._original_avatar = None
 
     def toggle_playback(self) -> None:

@@ -26,9 +26,10 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 from vispy.gloo import gl
 
-from render.lod import LodLibrary
+from render.lod import FULL_DETAIL, LodLibrary, build_drawn
 from render.scaled_canvas import DynamicResolution, ScaledSceneCanvas
 from render.scene import BACKGROUNDS, CAMERA_FRAMINGS, AvatarView
+from studio.avatar.look import BARE, Look, drawn_model
 from studio.avatar.model import AvatarModel
 from studio.frame import FrameState
 from widgets.models import Event
@@ -37,19 +38,22 @@ vispy.use(app="pyside6")
 
 
 class Viewport(QWidget):
-    """Hosts the canvas; `set_frame` is cheap and the draw happens on Qt's next paint."""
+    """Hosts the canvas; `set_frame` is cheap and the draw happens on Qt's next paint.
+
+    It draws `base_avatar` in `look` (a persona's colours and body shape) at the preset's level of detail,
+    every mesh built by `render.lod` from `studio.avatar.look.drawn_model`; `avatar` is that look at full
+    detail, for whoever needs the avatar rather than its pixels (recording, the persona panel).
+    """
 
     def __init__(self, avatar: AvatarModel, background: str = "studio", parent: QWidget | None = None,
-                 native_window: bool = True) -> None:
+                 native_window: bool = True, look: Look = BARE) -> None:
         super().__init__(parent)
         self.canvas = ScaledSceneCanvas(app="pyside6", keys=None, show=False, bgcolor=(0.2, 0.21, 0.24, 1.0),
                                         parent=self, autoswap=False)
         self.dynamic_resolution = DynamicResolution()  # render scale that holds the preset's fps
-        self.view = AvatarView(self.canvas, avatar, background=background)
-        self.avatar = avatar
-        self.lods = LodLibrary(avatar, self.view.avatar.mesh)
-        self.lod_key = self._wanted_lod = ("high", True)  # (level of detail, face kept whole) drawn / asked for
+        self.view = AvatarView(self.canvas, background=background)
         self.plan = None
+        self._show(avatar, look, build_drawn(avatar, look))
         self.last_draw_ms = 0.0
         self.draw_count = 0
         self._shown_state: FrameState | None = None
@@ -87,22 +91,27 @@ class Viewport(QWidget):
 
     def _switch_lod_when_ready(self) -> None:
         ready = self.lods.get(self._wanted_lod)
-        if ready is not None and self._wanted_lod != self.lod_key:
-            self.view.set_lod(*ready)
-            self.lod_key = self._wanted_lod
+        if ready is not None and ready is not self._drawn:
+            self.view.set_lod(*ready, reframe=self.lods.look.betas != self.drawn_look.betas)
+            self._drawn, self.lod_key, self.drawn_look = ready, self._wanted_lod, self.lods.look
+
+    @property
+    def look_drawn(self) -> bool:
+        """Whether the drawn mesh is the current look at the preset's level of detail (False while one builds)."""
+        return self.lods.get(self._wanted_lod) is self._drawn
 
     def set_frame(self, state: FrameState) -> None:
         started = time.perf_counter()
         self._shown_state = state
-        if self._wanted_lod != self.lod_key:
-            self._switch_lod_when_ready()
+        self._switch_lod_when_ready()
         self.view.set_frame(state)
         self.canvas.update()
         self._upload_ms = (time.perf_counter() - started) * 1000.0
 
     def identity_key(self) -> tuple:
-        """What the operator may change on purpose and an identity render depends on: avatar, LOD, background, size."""
-        return id(self.avatar), self.lod_key, self.view.background, tuple(self.canvas.physical_size)
+        """What the operator may change on purpose and an identity render depends on: avatar, look, LOD, background,
+        size."""
+        return id(self.base_avatar), self.drawn_look, self.lod_key, self.view.background, tuple(self.canvas.physical_size)
 
     def render_identity(self, state: FrameState, size: tuple[int, int] = (256, 256)) -> np.ndarray:
         """`state` drawn by this canvas (the session's own GL resources) at the fixed head camera and full
@@ -123,14 +132,31 @@ class Viewport(QWidget):
             self.canvas.update()
         return image
 
-    def set_avatar(self, model: AvatarModel, betas=None) -> None:
-        self.view.set_avatar(model, betas)
-        self.avatar = model
-        self.lods = LodLibrary(model, self.view.avatar.mesh)
-        self.lod_key = self._wanted_lod = ("high", True)
+    def set_avatar(self, model: AvatarModel, look: Look | None = None) -> None:
+        """Draw another avatar (in `look`, else the current one): at full detail at once, then at the preset's LOD."""
+        look = self.look if look is None else look
+        self._show(model, look, build_drawn(model, look))
         if self.plan is not None:
             self.apply_plan(self.plan)
         self.canvas.update()
+
+    def set_look(self, look: Look) -> None:
+        """Dress the same avatar anew (colours, body shape). `avatar` changes at once; the drawn mesh when the
+        new look's mesh at the current level of detail is built (in the background, a fraction of a second)."""
+        if look == self.look:
+            return
+        self.look = look
+        self.avatar = drawn_model(self.base_avatar, look)
+        self.lods.set_look(look)
+        self._wanted_lod = self.lods.request(*self._wanted_lod)
+        self._switch_lod_when_ready()
+
+    def _show(self, base: AvatarModel, look: Look, full_detail) -> None:
+        self.view.set_avatar(full_detail[0], mesh=full_detail[1])
+        self.base_avatar, self.look, self.avatar = base, look, full_detail[0]
+        self.lods = LodLibrary(base, look, full_detail)
+        self._drawn, self.drawn_look = full_detail, look
+        self.lod_key = self._wanted_lod = FULL_DETAIL  # (level of detail, face kept whole) drawn / asked for
 
     @property
     def background(self) -> str:

@@ -13,7 +13,9 @@ from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 from vispy import scene
 
+from render.lod import build_drawn
 from render.scene import AvatarView
+from studio.avatar.look import BARE, Look
 from studio.avatar.model import AvatarModel
 from studio.frame import FrameState
 
@@ -24,15 +26,14 @@ class OutputWindow(QWidget):
     """No title bar, no menus, no docks: only the avatar. `set_frame` is cheap; drawing waits for Qt's paint."""
 
     def __init__(self, avatar: AvatarModel, size: tuple[int, int] = (1280, 720), background: str = "chroma",
-                 betas=None) -> None:
+                 look: Look = BARE) -> None:
         super().__init__(None, Qt.WindowType.Window | Qt.WindowType.FramelessWindowHint)
         self.setWindowTitle("Avatar Studio — Output")
         self.setAttribute(Qt.WidgetAttribute.WA_TranslucentBackground, True)
         self.setAttribute(Qt.WidgetAttribute.WA_NoSystemBackground, True)
         self.canvas = scene.SceneCanvas(app="pyside6", keys=None, show=False, parent=self)
-        self.view = AvatarView(self.canvas, avatar, background="chroma", camera="body")
-        if betas is not None:
-            self.view.set_avatar(avatar, betas)
+        self.view = AvatarView(self.canvas, background="chroma", camera="body")
+        self.set_avatar(avatar, look)
         self.draw_count = 0
         self.canvas.events.draw.connect(self._on_draw, position="last")
         layout = QVBoxLayout(self)
@@ -62,8 +63,10 @@ class OutputWindow(QWidget):
             raise ValueError(f"output background {mode!r} is not allowed; allowed: {', '.join(OUTPUT_BACKGROUNDS)}")
         self.view.set_background(mode)
 
-    def set_avatar(self, avatar: AvatarModel, betas=None) -> None:
-        self.view.set_avatar(avatar, betas)
+    def set_avatar(self, avatar: AvatarModel, look: Look = BARE) -> None:
+        """Draw `avatar` dressed in `look`, at full detail (what the viewport draws at the preset's LOD)."""
+        model, mesh = build_drawn(avatar, look)
+        self.view.set_avatar(model, mesh=mesh)
         self.canvas.update()
 
     def set_frame(self, state: FrameState) -> None:

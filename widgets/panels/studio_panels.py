@@ -14,8 +14,8 @@ from PySide6.QtGui import QAction, QActionGroup, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import QMessageBox
 
 from studio.animation import IdleAnimator
-from studio.avatar.appearance import with_colors
 from studio.avatar.io import load_avatar
+from studio.avatar.look import Look
 from studio.avatar.model import AvatarFormatError, AvatarModel
 from studio.cues import CueList, remaining_clip
 from studio.documents import Document
@@ -40,8 +40,8 @@ class StudioPanels:
         self.window = window
         self.personas: Library[Persona] = Library(Persona)
         self.presets: Library[Preset] = Library(Preset)
-        self.base_avatar: AvatarModel = window.avatar
-        self._avatars: dict[str, AvatarModel] = {"default": window.avatar}
+        self.base_avatar: AvatarModel = window.viewport.base_avatar
+        self._avatars: dict[str, AvatarModel] = {"default": window.viewport.base_avatar}
         self.persona_doc: Document[Persona] = Document(window.persona)
         self.preset_doc: Document[Preset] = Document(preset or self._fallback_preset())
         self.mixer = ExpressionMixer()
@@ -245,12 +245,15 @@ class StudioPanels:
             return False
         self._avatars[persona.avatar] = base
         self.base_avatar = base
-        model = with_colors(base, persona.colors)
-        betas = persona.betas or None
-        self.window.viewport.set_avatar(model, betas)
+        look = Look.of_persona(persona)
+        viewport = self.window.viewport
+        if base is viewport.base_avatar and self._look is not None:  # the first look is drawn before the window shows
+            viewport.set_look(look)
+        else:
+            viewport.set_avatar(base, look)
         self.window._update_avatar_label()
         if self.output is not None:
-            self.output.set_avatar(model, betas)
+            self.output.set_avatar(base, look)
         self._look = look
         return True
 
@@ -400,8 +403,9 @@ class StudioPanels:
     def show_output(self, on: bool = True) -> OutputWindow | None:
         if on and self.output is None:
             preset = self.preset_doc.item
-            self.output = OutputWindow(self.window.avatar, (preset.render.width, preset.render.height),
-                                       self.output_background, self.persona_doc.item.betas or None)
+            viewport = self.window.viewport
+            self.output = OutputWindow(viewport.base_avatar, (preset.render.width, preset.render.height),
+                                       self.output_background, viewport.look)
             self.output.view.set_cloth(preset.plan.cloth_regions)
         if self.output is not None:
             self.output.setVisible(on)
