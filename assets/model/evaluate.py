@@ -151,7 +151,7 @@ def held_out_examples(n: int = 40, seed: int = HELD_OUT_SEED):
     return build_examples(n, seed, held_out=True)
 
 
-def _model_paths(paths: dict | None) -> dict[str, Path]:
+def model_paths(paths: dict | None) -> dict[str, Path]:
     """The given variant -> file map, else the shipped models (the offline one where it is installed)."""
     if paths is None:
         paths = {v: default_model_path(v) for v in ("fp32", "int8", "offline")}
@@ -162,7 +162,7 @@ def _model_paths(paths: dict | None) -> dict[str, Path]:
 def benchmark_face_model(paths: dict | None = None, hops: int = 2000) -> dict:
     """Per-hop cost of each model variant on one CPU thread (ms)."""
     result = {}
-    for variant, path in _model_paths(paths).items():
+    for variant, path in model_paths(paths).items():
         cost = hop_cost(FaceModel(variant, path=path, threads=1), hops)
         result[f"hop_cost_{variant}_median_ms"] = cost["median_ms"]
         result[f"hop_cost_{variant}_p99_ms"] = cost["p99_ms"]
@@ -173,7 +173,7 @@ def evaluate_quality(paths: dict | None = None, n_utterances: int = 40, examples
     """Held-out quality per variant; fp32 figures unprefixed, the others prefixed with their variant."""
     examples = examples if examples is not None else held_out_examples(n_utterances)
     result = {}
-    for variant, path in _model_paths(paths).items():
+    for variant, path in model_paths(paths).items():
         metrics = quality_metrics(FaceModel(variant, path=path), examples)
         if variant == "fp32":
             result.update(metrics)
@@ -308,22 +308,22 @@ def articulation_report(paths: dict, synthetic, human, human_telephone=()) -> di
                 "human_telephone": articulation_metrics(model, human_telephone) if human_telephone else None}
 
     report = {}
-    for variant, path in _model_paths(paths).items():
+    for variant, path in model_paths(paths).items():
         model = FaceModel(variant, path=path)
         modes = (("full_context", True),) if variant == "offline" else (("live", False), ("offline", True))
         for mode, centred in modes:
             report[f"{variant}_{mode}"] = on_each_set(ShapedModel(model, centred))
-    if "fp32" in _model_paths(paths):
-        report["live_engine"] = on_each_set(LiveEngine("fp32", _model_paths(paths)["fp32"]))
-    pipeline = _lipsync_pipeline(paths)
+    if "fp32" in model_paths(paths):
+        report["live_engine"] = on_each_set(LiveEngine("fp32", model_paths(paths)["fp32"]))
+    pipeline = lipsync_pipeline(paths)
     if pipeline is not None:
         report["lipsync"] = on_each_set(pipeline)
     return report
 
 
-def _lipsync_pipeline(paths: dict) -> LipsyncPipeline | None:
+def lipsync_pipeline(paths: dict) -> LipsyncPipeline | None:
     """What `lipsync` runs for these models: the full-context model where given, else the live fp32 one."""
-    models = _model_paths(paths)
+    models = model_paths(paths)
     variant = "offline" if "offline" in models else "fp32"
     return LipsyncPipeline(variant, models[variant]) if variant in models else None
 
@@ -362,11 +362,11 @@ def evaluate_and_report(paths: dict, report_md: Path, training: dict | None = No
         pass
     results["human_dev_set"] = human_summary
     results["articulation"] = articulation_report(paths, held_out_examples(6 if tiny else 60), human, telephone)
-    if human and "fp32" in _model_paths(paths):
-        live = ShapedModel(FaceModel("fp32", path=_model_paths(paths)["fp32"]), centred=False)
+    if human and "fp32" in model_paths(paths):
+        live = ShapedModel(FaceModel("fp32", path=model_paths(paths)["fp32"]), centred=False)
         results["human_dev_by_phone_and_speaker"] = human_breakdown(live, clips, human)
         results["lipsync_human_dev_by_level_and_room"] = room_report(
-            _lipsync_pipeline(paths), clips, results["articulation"]["lipsync"]["human"])
+            lipsync_pipeline(paths), clips, results["articulation"]["lipsync"]["human"])
     if training:
         results["training"] = training
         results["train_s"] = training.get("train_s")
@@ -382,7 +382,7 @@ def main() -> None:
     report = Path("docs/model_report.md")
     previous = report.with_suffix(".json")
     training = json.loads(previous.read_text()).get("training") if previous.is_file() else None
-    print(json.dumps(evaluate_and_report(_model_paths(None), report, training=training), indent=2))
+    print(json.dumps(evaluate_and_report(model_paths(None), report, training=training), indent=2))
 
 
 

@@ -92,7 +92,7 @@ def compare(binary: Path, workers: int = 2, log=print) -> dict:
     human = human_dev.to_examples(clips)
     synthetic, texts = _synthetic_held_out(60)
     texts.update({id(example): clip.text for clip, example in zip(clips, human)})
-    rows = {"lipsync": evaluate._lipsync_pipeline(evaluate._model_paths(None))}
+    rows = {"lipsync": evaluate.lipsync_pipeline(evaluate.model_paths(None))}
     for name, (recognizer, with_words) in MODES.items():
         rows[f"rhubarb, {name}"] = RhubarbOutput(binary, recognizer, texts if with_words else None)
     report = {}

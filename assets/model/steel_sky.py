@@ -397,8 +397,8 @@ def score(models: Path | None = None, count: int = 600, seed: int = 0, log=print
     if models is not None:
         named = {variant: models / default_model_path(variant).name for variant in VARIANTS}
         paths = {variant: path for variant, path in named.items() if path.is_file()}
-    rows = {"live_engine": evaluate.LiveEngine("fp32", evaluate._model_paths(paths)["fp32"]),
-            "lipsync": evaluate._lipsync_pipeline(paths)}
+    rows = {"live_engine": evaluate.LiveEngine("fp32", evaluate.model_paths(paths)["fp32"]),
+            "lipsync": evaluate.lipsync_pipeline(paths)}
     report: dict = {"clips": len(clips), "audio_s": round(sum(len(c.audio) for c in clips) / DEV_RATE, 1)}
     for name, row in rows.items():
         report[name] = evaluate.articulation_metrics(row, examples)
