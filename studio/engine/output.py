@@ -203,7 +203,7 @@ class SpeakerOutput:
         self.handovers = 0  # mid-clip switches to a larger buffer
         self._buffer_s = self.policy.size_s  # what the open stream (or the next one) was asked to buffer
         self._retiring: list[tuple] = []  # (stream a resize left, monotonic time to close it after, its stats fetch)
-        self._handover_tried: SpeakerClip | None = None
+        self._handover_failed_at = -float("inf")
         self._muted = False
         self._stream = None  # the rtmixer.Mixer
         self._lock = threading.Lock()  # open/close/fail
@@ -592,7 +592,8 @@ class SpeakerOutput:
                 return
             clip = self._current
             playing = clip is not None and not clip.done and clip._action is not None
-            if playing and not (hand_over and size > self._buffer_s and clip is not self._handover_tried):
+            if playing and not (hand_over and size > self._buffer_s
+                                and time.monotonic() - self._handover_failed_at >= SETTLE_S):
                 return
             if not playing and any(action is not self._stats_action for action in old.actions):
                 return  # a cut clip's fade (or a probe) still plays: reopen after it
@@ -602,9 +603,9 @@ class SpeakerOutput:
                 return
             close_old_after = 0.0
             if playing:
-                self._handover_tried = clip  # once per clip: a failed attempt is not retried every check
                 close_old_after = self._hand_over(clip, old, self._clock_offset, stream, _clock_offset(stream))
-                if close_old_after is None:  # it could not be timed: the clip ends on the old stream
+                if close_old_after is None:  # it could not be timed: the clip goes on on the old stream for now
+                    self._handover_failed_at = time.monotonic()  # (tried again after a while, not at every check)
                     _close_stream(stream)
                     return
                 self.handovers += 1
