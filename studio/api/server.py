@@ -55,15 +55,22 @@ PUMP_WAIT_S = 0.05
 
 
 class _Client:
-    """One authenticated WebSocket connection: its subscription, bounded send queue and writer task."""
+    """One authenticated WebSocket connection: its subscription, bounded send queue and writer task.
+
+    Replies and pushes wait in one bounded queue. When it is full the oldest push (a frame, audio, an event) is
+    dropped; a reply is never dropped: a client whose queue holds nothing but unread replies is disconnected
+    instead, as is one that kept its queue full for `slow_client_drops` pushes. So a request is answered or
+    its connection ends, never silently lost.
+    """
 
     def __init__(self, server: ApiServer, ws, name: str, peer: str, transport) -> None:
         limits = server.limits
         self.server, self.ws, self.name, self.peer, self.transport = server, ws, name, peer, transport
-        self.queue: deque[str] = deque()
+        self.replies: deque[str] = deque()
+        self.pushes: deque[str] = deque()
         self.wake = asyncio.Event()
         self.capacity = limits.send_queue
-        self.behind = 0  # messages dropped since the queue was last empty
+        self.behind = 0  # pushes dropped since the queue was last empty
         self.dropped = 0
         self.sent = 0
         self.bucket = TokenBucket(limits.rate_per_s, limits.burst)
@@ -74,20 +81,25 @@ class _Client:
         self.closed = False
         self.writer: asyncio.Task | None = None
 
-    def push(self, text: str) -> None:
-        """Queue a message; never waits. The oldest is dropped when the queue is full, and a client that
-        keeps the queue full for `slow_client_drops` messages is disconnected."""
+    def push(self, text: str, is_reply: bool = False) -> None:
+        """Queue a message; never waits."""
         if self.closed:
             return
-        if len(self.queue) >= self.capacity:
-            self.queue.popleft()
+        if len(self.replies) + len(self.pushes) >= self.capacity:
+            if not self.pushes:
+                self.server.drop(self, f"too slow: {len(self.replies)} replies unread")
+                return
+            self.pushes.popleft()
             self.dropped += 1
             self.behind += 1
             if self.behind >= self.server.limits.slow_client_drops:
                 self.server.drop(self, f"too slow: {self.behind} messages dropped before it caught up")
                 return
-        self.queue.append(text)
+        (self.replies if is_reply else self.pushes).append(text)
         self.wake.set()
+
+    def answer(self, text: str) -> None:
+        self.push(text, is_reply=True)
 
     async def write(self) -> None:
         timeout = self.server.limits.send_timeout_s
@@ -95,8 +107,9 @@ class _Client:
             while not self.closed:
                 await self.wake.wait()
                 self.wake.clear()
-                while self.queue and not self.closed:
-                    await asyncio.wait_for(self.ws.send_str(self.queue.popleft()), timeout)
+                while (self.replies or self.pushes) and not self.closed:
+                    text = self.replies.popleft() if self.replies else self.pushes.popleft()
+                    await asyncio.wait_for(self.ws.send_str(text), timeout)
                     self.sent += 1
                 self.behind = 0
         except asyncio.TimeoutError:
@@ -266,7 +279,8 @@ class ApiServer:
         if client.closed:
             return
         client.closed = True
-        client.queue.clear()
+        client.replies.clear()
+        client.pushes.clear()
         client.transport.abort()
         self._forget(client)
         self.dropped_clients += 1
@@ -403,6 +417,7 @@ class ApiServer:
                 if message.type in (WSMsgType.TEXT, WSMsgType.BINARY):
                     if not await self._on_message(client, message.data):
                         break
+                    await asyncio.sleep(0)  # messages already read come without a pause: let the writer send too
                 elif message.type == WSMsgType.ERROR:
                     break
         finally:
@@ -462,30 +477,30 @@ class ApiServer:
         if not client.bucket.take():
             client.limited_in_row += 1
             if client.limited_in_row >= self.limits.flood_close_after:
-                client.push(error_reply(None, "rate_limited", f"{client.limited_in_row} requests over the rate limit "
+                client.answer(error_reply(None, "rate_limited", f"{client.limited_in_row} requests over the rate limit "
                                         "in a row; closing the connection"))
                 await asyncio.sleep(0)
                 self.drop(client, "flooding")
                 return False
-            client.push(error_reply(None, "rate_limited",
+            client.answer(error_reply(None, "rate_limited",
                                     f"more than {self.limits.rate_per_s:g} requests per second; slow down"))
             return True
         client.limited_in_row = 0
         try:
             envelope, payload = parse_request(data, self.limits.max_message_bytes)
         except ApiError as error:
-            client.push(error_reply(error.request_id, error.code, error.message))
+            client.answer(error_reply(error.request_id, error.code, error.message))
             return True
         if envelope.type == "auth":
-            client.push(error_reply(envelope.id, "bad_request", "already authenticated on this connection"))
+            client.answer(error_reply(envelope.id, "bad_request", "already authenticated on this connection"))
         elif envelope.type == "subscribe":
             client.subscription = payload
             client.next_frame_due = None
             client.next_telemetry_due = 0.0
-            client.push(reply(envelope.id, "subscribe", SubscribeResult(**payload.model_dump())))
+            client.answer(reply(envelope.id, "subscribe", SubscribeResult(**payload.model_dump())))
         else:
             text, _code = await self._command(envelope, payload)
-            client.push(text)
+            client.answer(text)
         return True
 
 
