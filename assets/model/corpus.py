@@ -231,7 +231,7 @@ def _espeak_utterance(job: _Job) -> Utterance:
 
 def _flite_utterance(job: _Job) -> Utterance:
     audio, rate, segments = flite_voice.synthesize(job.text, job.voice.partition(":")[2])
-    return _make_utterance(audio, rate, _festival_phonemes(segments), job, "segment")
+    return _make_utterance(audio, rate, festival_phonemes(segments), job, "segment")
 
 
 def _piper_utterance(job: _Job) -> Utterance:
@@ -297,13 +297,13 @@ def _run_festival(jobs: list[_Job], workdir: str) -> dict[int, Utterance]:
                                f"rc={result.returncode} {result.stderr[-400:]}")
         audio, rate = soundfile.read(path, dtype="float32", always_2d=True)
         os.remove(path)
-        utterances[job.index] = _make_utterance(audio.mean(axis=1), rate, _festival_phonemes(segments[path]), job,
+        utterances[job.index] = _make_utterance(audio.mean(axis=1), rate, festival_phonemes(segments[path]), job,
                                                 "segment")
     os.remove(script)
     return utterances
 
 
-def _festival_phonemes(segments: list[tuple[str, float]]) -> tuple[Phoneme, ...]:
+def festival_phonemes(segments: list[tuple[str, float]]) -> tuple[Phoneme, ...]:
     phonemes = []
     start = 0.0
     for name, end in segments:

@@ -244,7 +244,7 @@ def to_examples(clips: list[DevClip], telephone: bool = False, gain_db: float = 
     `telephone`: as a phone line carries them (band-limited via 8 kHz, μ-law coded: calls, voicemail, cheap
     headsets); `gain_db`: through a hotter microphone gain (clipped at full scale); `snr_db`: in a room whose
     pink noise sits that far below the speech (the same noise for a clip on every run)."""
-    from assets.model.corpus import _festival_phonemes, mix_noise, pink_noise, telephone_band
+    from assets.model.corpus import festival_phonemes, mix_noise, pink_noise, telephone_band
     from assets.model.train import utterance_to_example
     from studio.engine.features import LogMelExtractor
     from studio.speech.visemes import phoneme_track
@@ -253,7 +253,7 @@ def to_examples(clips: list[DevClip], telephone: bool = False, gain_db: float = 
     examples = []
     for index, clip in enumerate(clips):
         segments = [(name.lower() if name != "SIL" else "pau", end) for name, _, end in clip.phones]
-        phonemes = _festival_phonemes(segments)
+        phonemes = festival_phonemes(segments)
         targets = phoneme_track(phonemes, len(clip.audio) / SAMPLE_RATE, 100.0, timing="segment")
         audio = telephone_band(clip.audio, SAMPLE_RATE, mu_law=True) if telephone else clip.audio
         if snr_db is not None:

@@ -269,7 +269,7 @@ def _english(speaker: str) -> bool:
     return speaker.startswith(("amazon_queen/", steel_sky.SPEAKER))
 
 
-def _align_all(items: list[tuple[str, Path, str]]) -> tuple[list[DevClip], int, int]:
+def align_all(items: list[tuple[str, Path, str]]) -> tuple[list[DevClip], int, int]:
     """Aligned clips of `items`, and how many could not be spelled or failed QC (one worker's share)."""
     from pocketsphinx import Decoder
 
@@ -338,7 +338,7 @@ def load_clips(items: list[tuple[str, Path, str]] | None = None, log=print,
         everything = items if items is not None else recordings() + _game_recordings(Path(folder), log)
         shares = [everything[i::workers] for i in range(workers)]
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-            parts = list(pool.map(_align_all, shares))
+            parts = list(pool.map(align_all, shares))
     clips = [clip for part, _, _ in parts for clip in part]
     labelled, unlabelled = labelled_clips() if items is None and FESTVOX_RU.is_dir() else ([], 0)
     clips += labelled

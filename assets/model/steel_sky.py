@@ -372,12 +372,12 @@ def aligned_sample(count: int, seed: int = 0, log=print) -> list:
     """`count` test lines drawn at random (`seed`), spelled and aligned as the training lines are
     (`human_voices`: the CMU dictionary, pocketsphinx and the dev set's QC); lines with a word the dictionary
     lacks, or that fail QC, are left out."""
-    from assets.model.human_voices import _align_all
+    from assets.model.human_voices import align_all
 
     with tempfile.TemporaryDirectory(prefix="steel-sky-") as folder:
         items = extract(Path(folder), part="test")
         drawn = np.random.default_rng(seed).choice(len(items), min(count, len(items)), replace=False)
-        clips, unspelled, dropped = _align_all([items[index] for index in sorted(drawn)])
+        clips, unspelled, dropped = align_all([items[index] for index in sorted(drawn)])
     log(f"steel sky: {len(clips)} of {len(drawn)} lines aligned ({dropped} dropped by QC, "
         f"{unspelled} with a word not in the dictionary)")
     return clips

@@ -84,10 +84,6 @@ class LogMelExtractor:
         self._bands, self._band_weights = _filter_bands(self._filters)
         self.reset()
 
-    @property
-    def frame_period_s(self) -> float:
-        return self.hop / self.sample_rate
-
     def reset(self) -> None:
         """Forget all audio: the next sample is media time 0 again."""
         self._pending = np.zeros(self.win - self.hop)

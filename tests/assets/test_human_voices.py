@@ -120,7 +120,7 @@ def test_a_recording_whose_labels_cannot_be_trusted_is_dropped(tmp_path):
 
 def test_a_french_description_aligns_into_the_phones_espeak_spells():
     item = next(r for r in human_voices.recordings() if r[1].name == "penguin_desc_fr.ogg")
-    clips, unspelled, dropped = human_voices._align_all([item])
+    clips, unspelled, dropped = human_voices.align_all([item])
     assert (len(clips), unspelled, dropped) == (1, 0, 0)
     speech = [phone for phone, _, _ in clips[0].phones if phone != "SIL"]
     assert speech[-5:] == ["P", "EH", "G", "W", "EH"]  # "pingouin", its nasal vowels spread
