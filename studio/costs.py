@@ -131,22 +131,26 @@ def module_to_lower(table: CostTable, modules: Modules) -> tuple[str, str, float
 
 
 def verdict(table: CostTable | None, preset: Preset, latency_ms: float | None,
-            render_ms: float = 0.0) -> tuple[bool, str]:
+            render_ms: float = 0.0, present_ms: float = 0.0) -> tuple[bool, str]:
     """(meets the target, one line for the operator): the measured sound→screen latency
-    (`studio.telemetry.SoundToScreen`, `render_ms` of it for the render) against the preset's target, and when
-    it misses, what to lower: the render settings when the render is most of it, else the module whose step
-    down saves most."""
+    (`studio.telemetry.SoundToScreen`; `render_ms` of it for the render, `present_ms` waiting for the next
+    presented frame) against the preset's target, and when it misses, what to lower: the render settings when
+    the render and that wait are most of it, else the module whose step down saves most."""
     target = preset.render.latency_target_ms
     if latency_ms is None:
         return True, f"target {target:.0f} ms — no latency measured yet (start speech to measure)"
     if latency_ms <= target:
         return True, f"meets the target: {SOUND_TO_SCREEN} p{SOUND_TO_SCREEN_PERCENTILE} {latency_ms:.1f} ms ≤ {target:.0f} ms"
-    if render_ms > latency_ms - render_ms:
-        advice = (f"the render takes {render_ms:.0f} ms of it: lower the resolution or the fps, "
+    presenting = render_ms + present_ms
+    if presenting > latency_ms - presenting:
+        wait = f" and the wait for the next frame {present_ms:.0f} ms" if present_ms else ""
+        advice = (f"the render takes {render_ms:.0f} ms of it{wait}: lower the resolution or the fps, "
                   "or body (its mesh detail)")
+    elif table is None:
+        advice = "module costs not measured yet; lower the resolution or the fps"
     else:
         advice = "every module is already at low; lower the resolution or the fps"
-        step = module_to_lower(table, preset.modules) if table is not None else None
+        step = module_to_lower(table, preset.modules)
         if step is not None:
             module, lower, saving = step
             advice = f"lower {module} to {lower} (saves {saving:.2f} ms per hop here)"

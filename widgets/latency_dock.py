@@ -48,7 +48,8 @@ def sound_to_screen_text(model: LatencyModel) -> str:
 
 
 def sound_to_screen_parts_text(model: LatencyModel) -> str:
-    """'= device 25.0 + lookahead 20.0 + engine 3.1 + render 40.2 + present 33.3 ms', '' while idle."""
+    """'= device 25.0 + lookahead 20.0 + engine 3.1 + render 40.2 + present 33.3 ms', '' while idle
+    ('engine idle: …' says why)."""
     latency = model.sound_to_screen
     return "" if latency is None else f"= {latency.parts_text()} ms"
 
@@ -168,19 +169,24 @@ class LatencyPanel(QWidget):
         self.sound_to_screen_parts = QLabel("")
         self.sound_to_screen_parts.setFont(mono)
         self.sound_to_screen_parts.setWordWrap(True)
+        self.sound_to_screen_parts.setToolTip(self.sound_to_screen_label.toolTip())
         self.buffer_label = QLabel(speaker_buffer_text(self.model))
         self.buffer_label.setFont(mono)
         self.buffer_label.setToolTip("Sound queued at the speaker: grows when the device runs dry on a busy machine, "
                                      "shrinks again after a quiet stretch; a played line is heard this much later")
-        rows = (self.sound_to_screen_label, self.sound_to_screen_parts, self.cpu_label, self.buffer_label,
-                self.underrun_label, self.engine_label)
+        rows = (self.cpu_label, self.buffer_label, self.underrun_label, self.engine_label)
         for offset, label in enumerate(rows, start=1):
             table.addWidget(label, len(ALL_STAGES) + offset, 0, 1, 4)
         table.setRowStretch(len(ALL_STAGES) + len(rows) + 1, 1)
 
+        total = QHBoxLayout()  # under the plot, where the whole line fits: the figure the target applies to
+        total.setSpacing(12)
+        total.addWidget(self.sound_to_screen_label)
+        total.addWidget(self.sound_to_screen_parts, 1)
         graphs = QVBoxLayout()
         graphs.setSpacing(2)
         graphs.addWidget(self.plot_widget, 1)
+        graphs.addLayout(total)
         graphs.addWidget(self.cpu_widget)
         layout = QHBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)

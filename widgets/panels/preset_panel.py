@@ -210,13 +210,14 @@ class PresetPanel(QWidget, DocumentEditing):
 
     def update_verdict(self, latency_ms: float | None = None, render_ms: float = 0.0) -> bool:
         """Refresh the verdict line from the Latency dock (or from the given figures); True when it meets the target."""
-        parts = ""
+        parts, present_ms = "", 0.0
         if latency_ms is None:
             latency_ms, render_ms = self.measured_latency_ms()
             latency = self.controls.window.latency_model.sound_to_screen
-            parts = "" if latency is None else f"\n= {latency.parts_text()} ms"
+            if latency is not None:
+                parts, present_ms = f"\n= {latency.parts_text()} ms", latency.present_ms
         self.latency_ms, self.render_ms = latency_ms, render_ms
-        ok, line = verdict(self.table, self.document.item, latency_ms, render_ms)
+        ok, line = verdict(self.table, self.document.item, latency_ms, render_ms, present_ms)
         line += parts
         self.verdict_label.setText(line)
         self.verdict_label.setStyleSheet("color: #8fd18f;" if ok else "color: #ff8a80; font-weight: 600;")
