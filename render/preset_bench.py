@@ -159,7 +159,7 @@ def bench_presets(table: dict, quick: bool = False, names: tuple[str, ...] = BUI
             "engine_latency_lag_hops_count": lag_hops,
             "latency_target_ms": preset.render.latency_target_ms,
             "sound_to_screen_ms": round(sound_to_screen.total_ms, 2),
-            "sound_to_screen_parts_ms": {name: round(ms, 2) for name, ms in sound_to_screen.parts().items()},
+            "sound_to_screen_parts": {f"{name}_ms": round(ms, 2) for name, ms in sound_to_screen.parts().items()},
             "meets_latency_target": sound_to_screen.meets(preset.render.latency_target_ms),
             "render_fps": render["render_fps"], "render_frame_ms": render["render_frame_ms"],
             "render_cpu_ms_per_frame": render["render_cpu_ms_per_frame"],

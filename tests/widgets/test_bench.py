@@ -44,6 +44,11 @@ def test_quick_bench_reports_every_area_with_units_in_the_keys(tmp_path):
                    "speech_to_photon_ms_median", "speech_to_photon_ms_p95", "speech_to_frame_ms_p95",
                    "speech_to_frame_from_capture_ms_p95", "speech_to_frame_from_callback_ms_p95"):
         assert report["engine"][needed] > 0, needed
+    for needed in ("tts_heard_latency_ms_p50", "tts_heard_latency_ms_p95", "speaker_buffer_ms"):
+        assert report["audio"][needed] > 0, needed
+    for name in ("default", "medical", "education", "performance"):  # judged on sound→screen, as the window does
+        preset = report["presets"][name]
+        assert preset["meets_latency_target"] == (preset["sound_to_screen_ms"] <= preset["latency_target_ms"]), name
     for needed in ("engine_hop_with_recording_median_ms", "engine_hop_without_recording_median_ms",
                    "mp4_export_1280x720_realtime_pct"):
         assert report["recording"][needed] > 0, needed
