@@ -256,6 +256,9 @@ class MainWindow(QMainWindow):
         self.fps_label.setFont(mono)
         self.fps_label.setMinimumWidth(80)
         self.avatar_label = QLabel("")
+        self.provider_label = QLabel("")  # where the face model runs, once the engine has started
+        self.provider_label.setToolTip("The onnxruntime execution provider the face model runs on: CUDA where "
+                                       "onnxruntime-gpu finds a usable NVIDIA GPU, else the CPU")
         self.source_label = QLabel("")
         self.input_label = QLabel("Input: off")
         self.input_label.setToolTip("The microphone being listened to")
@@ -277,6 +280,7 @@ class MainWindow(QMainWindow):
         bar.addPermanentWidget(self.input_meter)
         bar.addPermanentWidget(self.lift_label)
         bar.addPermanentWidget(self.avatar_label)
+        bar.addPermanentWidget(self.provider_label)
         bar.addPermanentWidget(self.fps_label)
 
     def _action(self, menu, text: str, slot, shortcut: str | QKeySequence | None = None) -> QAction:
@@ -368,6 +372,8 @@ class MainWindow(QMainWindow):
         self.fps_label.setText(shown)
         self.fps_label.setToolTip(f"Frames presented per second (the preset asks for {self._present_fps:g}); "
                                   "'res' is the render resolution, lowered while the GL cannot hold the rate")
+        if self.engine.engine is not None:
+            self.provider_label.setText(f"Face: {self.engine.engine.face_provider.removesuffix('ExecutionProvider')}")
         self.engine.poll()
 
     def _update_telemetry(self) -> None:
