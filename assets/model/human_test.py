@@ -63,24 +63,11 @@ def recordings(root: Path = VOICES) -> list[tuple[str, Path, str]]:
 
 def load_test_set(log=print) -> tuple[list, dict]:
     """The aligned clips that pass the dev set's QC, and a summary (lines seen, left out and why)."""
-    from pocketsphinx import Decoder
+    from assets.model.human_dev import SAMPLE_RATE, align_recordings
 
-    from assets.model.human_dev import SAMPLE_RATE, aligned_clip, in_dictionary
-
-    decoder = Decoder(samprate=SAMPLE_RATE, loglevel="FATAL")
-    listener = Decoder(samprate=SAMPLE_RATE, loglevel="FATAL")
-    clips, dropped, unknown = [], [], []
     items = recordings()
-    for speaker, path, words in items:
-        name = f"{speaker}/{path.name}"
-        if not in_dictionary(decoder, words.split()):
-            unknown.append(name)
-            continue
-        clip = aligned_clip(decoder, speaker, path, words, words, listener=listener)
-        if clip is None:
-            dropped.append(name)
-            continue
-        clips.append(clip)
+    clips, dropped, unknown = align_recordings([(speaker, path, words, f"{speaker}/{path.name}")
+                                                for speaker, path, words in items])
     summary = {"source": "Debian hedgewars-data (GPL-2): the English voice packs but Robot, one speaker each",
                "lines": len(items), "clips": len(clips), "speakers": sorted({c.speaker for c in clips}),
                "qc_dropped": dropped, "not_in_dictionary": unknown,

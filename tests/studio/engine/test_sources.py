@@ -4,6 +4,7 @@ import subprocess
 import threading
 import time
 import tracemalloc
+from contextlib import contextmanager
 
 import numpy as np
 import pytest
@@ -230,45 +231,44 @@ def _source_of_the_only_capture_stream() -> str:
     return next(line.split()[1] for line in _pactl("list", "short", "sources").splitlines() if line.split()[0] == index)
 
 
+@contextmanager
+def _listening_to_a_new_source(monkeypatch, name: str):
+    """A PulseAudio null source made for the test and a MicrophoneSource capturing from it (audio flowing);
+    both gone afterwards, whatever the test did to the source."""
+    module = _pactl("load-module", "module-null-source", f"source_name={name}")
+    monkeypatch.setenv("PULSE_SOURCE", name)
+    source = MicrophoneSource("pulse")
+    try:
+        source.start()
+        wait_until(lambda: len(source.read_available()[1]) > 0, what=f"samples from {name}")
+        yield source, module
+    finally:
+        source.stop()
+        if any(line.split()[0] == module for line in _pactl("list", "short", "modules").splitlines()):
+            _pactl("unload-module", module)
+
+
 @needs_pulse
 def test_unloading_the_pulse_source_moves_the_capture_to_the_default_input(monkeypatch):
     """PulseAudio rescues a stream whose source goes away: the microphone carries on from the default input
     (the services' `vmic`), with no error, and the media clock keeps counting."""
-    module = _pactl("load-module", "module-null-source", "source_name=c3_vanishing_mic")
-    monkeypatch.setenv("PULSE_SOURCE", "c3_vanishing_mic")
-    source = MicrophoneSource("pulse")
-    try:
-        source.start()
-        wait_until(lambda: len(source.read_available()[1]) > 0, what="samples before unplugging")
+    with _listening_to_a_new_source(monkeypatch, "c3_vanishing_mic") as (source, module):
         assert _source_of_the_only_capture_stream() == "c3_vanishing_mic"
         _pactl("unload-module", module)
-        module = None
         position = source.read_available()[0]
         wait_until(lambda: source.error or source.read_available()[0] > position + ENGINE_RATE,
                    what="a second of audio or an error after unplugging")
         assert source.error is None and source.status.endswith(": listening")
         assert _source_of_the_only_capture_stream() == "vmic"
-    finally:
-        source.stop()
-        if module is not None:
-            _pactl("unload-module", module)
 
 
 @needs_pulse
 def test_an_input_that_stops_delivering_audio_is_reported_as_lost(monkeypatch):
-    module = _pactl("load-module", "module-null-source", "source_name=c3_sleepy_mic")
-    monkeypatch.setenv("PULSE_SOURCE", "c3_sleepy_mic")
-    source = MicrophoneSource("pulse")
-    try:
-        source.start()
-        wait_until(lambda: len(source.read_available()[1]) > 0, what="samples before the input goes quiet")
+    with _listening_to_a_new_source(monkeypatch, "c3_sleepy_mic") as (source, _module):
         _pactl("suspend-source", "c3_sleepy_mic", "1")  # no more blocks, as from a stalled USB microphone
         wait_until(lambda: source.read_available() and source.error, what="the lost input reported")
         assert "no audio from the input device" in source.error and "restart()" in source.error
         assert source.status.endswith(source.error)
-    finally:
-        source.stop()
-        _pactl("unload-module", module)
 
 
 def test_resample_clip_matches_the_polyphase_resampler_on_speech_band_tones():
