@@ -13,6 +13,7 @@ import logging
 import time
 from collections import deque
 
+from studio.heap import release_free_memory
 from studio.precision import Level, plan_for
 from studio.presets import Modules, Preset
 
@@ -74,12 +75,14 @@ class Housekeeper:
     def collect(self, media_time_s: float) -> float:
         started = time.perf_counter()
         gc.collect()
+        release_free_memory()
         cost_ms = (time.perf_counter() - started) * 1000.0
         self._last_gc = media_time_s
         self.gc_runs += 1
         self.gc_ms.append(cost_ms)
         self.gc_media_times.append(media_time_s)
-        log.info("housekeeping: garbage collected in a quiet moment at %.0f s (%.1f ms)", media_time_s, cost_ms)
+        log.info("housekeeping: garbage collected and free memory returned in a quiet moment at %.0f s (%.1f ms)",
+                 media_time_s, cost_ms)
         return cost_ms
 
     def check_memory(self, engine, media_time_s: float) -> None:
