@@ -160,12 +160,10 @@ class WorkspaceSwitcher(QObject):
             too_wide, too_high = need.width() > self.window.width(), need.height() > self.window.height()
             if not (too_wide or too_high):
                 return True
-            before = None if self._unfolded is not None else (bytes(self.window.saveState().data()), need.toTuple())
+            unfolded = self._unfolded or (bytes(self.window.saveState().data()), need.toTuple(), ())
             if not self._fold(too_wide):
                 return False
-            if before is not None:
-                self._unfolded = (*before, ())
-            self._unfolded = (*self._unfolded[:2], self._structure())
+            self._unfolded = (*unfolded[:2], self._structure())
         return False
 
     def _structure(self) -> tuple:
