@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema
 
 from studio.presets import MAX_CUE_CHARS
 
@@ -42,7 +42,14 @@ class _Message(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
-RequestId = Annotated[str, Field(max_length=64)] | int | None
+def _request_id_value(value: object) -> object:
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)) or (isinstance(value, str) and len(value) <= 64):
+        return value
+    raise ValueError("an id is a string of up to 64 characters, an integer or null")
+
+
+RequestId = Annotated[Any, AfterValidator(_request_id_value), WithJsonSchema(
+    {"anyOf": [{"type": "string", "maxLength": 64}, {"type": "integer"}, {"type": "null"}]})]
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]
 
 

@@ -29,9 +29,9 @@ class Served:
         return self.thread.server
 
 
-def run(coroutine):
+def run(coroutine, deadline_s: float = DEADLINE_S):
     """Run a client scenario to its end, failing (not hanging) if it takes past the deadline."""
-    return asyncio.run(asyncio.wait_for(coroutine, DEADLINE_S))
+    return asyncio.run(asyncio.wait_for(coroutine, deadline_s))
 
 
 class Client:
@@ -60,7 +60,7 @@ class Client:
         await self.ws.close()
         await self.session.close()
 
-    async def receive(self, timeout: float = 10.0) -> dict | None:
+    async def receive(self, timeout: float = 30.0) -> dict | None:
         """The next message (None when the server closed the connection); pushes are also filed by type."""
         import aiohttp
 
