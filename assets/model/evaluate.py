@@ -194,8 +194,8 @@ def _markdown(results: dict) -> str:
     keys = ("closure_recall_pct", "rounding_recall_pct", "open_vowel_recall_pct", "pause_mouth_at_rest_pct",
             "aperture_lag_ms", "onset_delay_ms", "vowel_lips_shut_pct")
     if articulation:
-        lines += ["", "## articulation: synthetic held-out / human dev / human dev through a telephone band "
-                  "(as shown: mouth shaper on)", "",
+        lines += ["", "## articulation: synthetic held-out / human dev (validation) / human dev through a telephone band "
+                  "(validation) (as shown: mouth shaper on)", "",
                   "| model, path | " + " | ".join(keys) + " |", "| --- |" + " --- |" * len(keys)]
         for name, sets in articulation.items():
             human, telephone = sets.get("human") or {}, sets.get("human_telephone") or {}
@@ -203,12 +203,13 @@ def _markdown(results: dict) -> str:
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
     rooms = results.get("lipsync_human_dev_by_level_and_room") or {}
     if rooms:
-        lines += ["", "## lipsync on the human dev set at other levels and in room noise (silence gate on)", "",
+        lines += ["", "## lipsync on the human dev set (validation) at other levels and in room noise (silence gate on)", "",
                   "| condition | " + " | ".join(keys) + " |", "| --- |" + " --- |" * len(keys)]
         lines += [f"| {name} | " + " | ".join(str(cells.get(k)) for k in keys) + " |" for name, cells in rooms.items()]
     for section in ("per_class", "training", "human_dev_set", "human_dev_by_phone_and_speaker"):
         if isinstance(results.get(section), dict):
-            lines += ["", f"## {section.replace('_', ' ')}", "", "| key | value |", "| --- | --- |"]
+            label = " (validation: it chose the models)" if section.startswith("human_dev") else ""
+            lines += ["", f"## {section.replace('_', ' ')}{label}", "", "| key | value |", "| --- | --- |"]
             lines += [f"| {k} | {v} |" for k, v in _flat_items(results[section])]
     return "\n".join(lines) + "\n"
 
