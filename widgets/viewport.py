@@ -115,14 +115,18 @@ class Viewport(QWidget):
 
     def render_identity(self, state: FrameState, size: tuple[int, int] = (256, 256)) -> np.ndarray:
         """`state` drawn by this canvas (the session's own GL resources) at the fixed head camera and full
-        resolution into an offscreen buffer, for the drift dock's identity check; the view is put back after."""
+        resolution into an offscreen buffer, for the drift dock's identity check; the view is put back after.
+
+        The canvas renders at its own size and the centred square (the head) is sampled down to `size`: asked
+        for another size, vispy's `render` drew the scene's lower-left corner (background only for the head
+        close-up), so the check never saw the avatar."""
         camera = self.view.camera
         saved_camera, framing, scale = camera.get_state(), self.view.framing, self.canvas.render_scale
         try:
             self.view.frame_head()
             self.view.set_frame(state)
             self.canvas.render_scale = 1.0
-            image = self.canvas.render(size=size, alpha=False)
+            image = _centred_square(self.canvas.render(alpha=False), size)
         finally:
             self.canvas.render_scale = scale
             camera.set_state(saved_camera)
@@ -192,3 +196,13 @@ class Viewport(QWidget):
 
     def close_canvas(self) -> None:
         self.canvas.close()
+
+
+def _centred_square(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """The middle square of `image`, sampled (nearest pixel) to `size` (width, height)."""
+    height, width = image.shape[:2]
+    side = min(height, width)
+    top, left = (height - side) // 2, (width - side) // 2
+    rows = top + np.linspace(0, side - 1, size[1]).round().astype(int)
+    columns = left + np.linspace(0, side - 1, size[0]).round().astype(int)
+    return np.ascontiguousarray(image[rows][:, columns])
