@@ -449,6 +449,28 @@ def offline_model_is_better(results: dict) -> bool:
     return True
 
 
+def check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse (parser.error, before any work) options that do not go together, and a member --init lacks."""
+    if args.offline_only and args.init is None:
+        parser.error("--offline-only needs --init LIVE_MODEL.onnx (the live model the offline model starts from)")
+    if args.wide_from_member and not args.offline_only:
+        parser.error("--wide-from-member needs --offline-only (it picks the wide net's start from --init's average)")
+    if args.init_member and (args.init is None or args.offline_only):
+        parser.error("--init-member needs --init and no --offline-only (it picks the live model's start from --init's "
+                     "average; --offline-only keeps member 0 as the live net)")
+    chosen = {option: member for option, member in (("--wide-from-member", args.wide_from_member),
+                                                   ("--init-member", args.init_member)) if member}
+    if chosen:
+        import onnx
+
+        averaged = onnx.load(str(args.init), load_external_data=False)
+        for option, member in chosen.items():
+            try:
+                check_member(averaged, args.init, member)
+            except ValueError as error:
+                parser.error(f"{option}: {error}")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("assets/models"), help="where the .onnx files go")
@@ -470,24 +492,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--equaliser-db", type=float,
                         help="colour half the training crops by a random equaliser this wide (train.colour; default off)")
     args = parser.parse_args(argv)
-    if args.offline_only and args.init is None:
-        parser.error("--offline-only needs --init LIVE_MODEL.onnx (the live model the offline model starts from)")
-    if args.wide_from_member and not args.offline_only:
-        parser.error("--wide-from-member needs --offline-only (it picks the wide net's start from --init's average)")
-    if args.init_member and (args.init is None or args.offline_only):
-        parser.error("--init-member needs --init and no --offline-only (it picks the live model's start from --init's "
-                     "average; --offline-only keeps member 0 as the live net)")
-    chosen = {option: member for option, member in (("--wide-from-member", args.wide_from_member),
-                                                   ("--init-member", args.init_member)) if member}
-    if chosen:
-        import onnx
-
-        averaged = onnx.load(str(args.init), load_external_data=False)
-        for option, member in chosen.items():
-            try:
-                check_member(averaged, args.init, member)
-            except ValueError as error:
-                parser.error(f"{option}: {error}")
+    check_arguments(parser, args)
     config = TrainConfig.tiny() if args.tiny else TrainConfig(minutes=14.0)
     if args.minutes is not None:
         config.minutes = args.minutes
