@@ -266,3 +266,24 @@ def test_the_server_stays_up_when_a_client_vanishes_mid_request(served):
 
     answer, status = run(scenario())
     assert answer["ok"] and status["ok"]
+
+
+def test_a_played_file_moves_the_mouth_through_the_face_model(served):
+    import soundfile
+
+    from studio.speech.espeak import EspeakSynth
+
+    clip = EspeakSynth().synthesize("Bob met Pam by the maple tree.")
+    soundfile.write(served.media / "line.wav", clip.audio, clip.sample_rate)
+
+    async def scenario():
+        client, _ = await Client.connect(served, "player")
+        assert (await client.request("subscribe", {"frames_hz": 50, "events": True}))["ok"]
+        played = await client.request("play", {"path": "line.wav"})
+        await client.until_event("speech_finished")
+        await client.close()
+        return played, client.frames
+
+    played, frames = run(scenario())
+    assert played["ok"] and played["result"]["path"] == str((served.media / "line.wav").resolve()), played
+    assert max(frame["data"]["arkit"]["jawOpen"] for frame in frames) > 0.2
