@@ -21,6 +21,7 @@ from typing import IO
 import numpy as np
 
 from studio.avatar.arkit import ARKIT_NAMES, NUM_ARKIT
+from studio.avatar.gltf import GLTF_SUFFIXES
 from studio.avatar.model import NUM_POSE_CORRECTIVES, AvatarFormatError, AvatarModel, Material
 from studio.avatar.skeleton import NUM_JOINTS
 from studio.fileio import atomic_write
@@ -30,6 +31,8 @@ FORMAT_VERSION = 1
 SMPLX_BETA_COLUMNS = 300
 SMPLX_EXPRESSION_COLUMNS = 100
 NUM_LANDMARKS = 51
+AVATAR_SUFFIXES = (".npz", ".pkl", *GLTF_SUFFIXES)
+AVATAR_SUFFIXES_TEXT = ", ".join(AVATAR_SUFFIXES)
 _REQUIRED = ("v_template", "f", "J_regressor", "weights", "shapedirs")
 
 
@@ -38,15 +41,19 @@ def default_avatar_path() -> Path:
 
 
 def load_avatar(path: str | os.PathLike) -> AvatarModel:
-    """Load an avatar file (.npz or SMPL-X .pkl); AvatarFormatError says what is wrong."""
+    """Load an avatar file (.npz, SMPL-X .pkl, or .glb/.gltf/.vrm); AvatarFormatError says what is wrong."""
     path = Path(path)
     if not path.exists():
         raise AvatarFormatError(f"{path}: no such file")
     if path.is_dir():
-        raise AvatarFormatError(f"{path}: is a folder; expected an avatar file (.npz or .pkl)")
+        raise AvatarFormatError(f"{path}: is a folder; expected an avatar file ({AVATAR_SUFFIXES_TEXT})")
     suffix = path.suffix.lower()
+    if suffix in GLTF_SUFFIXES:
+        from studio.avatar.imported import load_gltf_avatar
+
+        return load_gltf_avatar(path)
     if suffix not in _READERS:
-        raise AvatarFormatError(f"{path}: unsupported file type {suffix or '(none)'!r}; allowed: .npz, .pkl")
+        raise AvatarFormatError(f"{path}: unsupported file type {suffix or '(none)'!r}; allowed: {AVATAR_SUFFIXES_TEXT}")
     reader, what = _READERS[suffix]
     try:
         if suffix == ".npz" and not zipfile.is_zipfile(path):

@@ -6,6 +6,7 @@ the renderer and the inspector may share one without copying.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -53,6 +54,13 @@ class AvatarModel:
     vertex_colors: np.ndarray | None = None  # (V, 3) float32, display sRGB 0..1
     has_arkit_expressions: bool = True
     source: str = "<memory>"
+    # Imported glTF/VRM avatars: texture coordinates into one RGBA atlas (sRGB), each vertex's atlas cell
+    # (u0, v0, width, height; a texture repeats inside its cell) and (alpha factor, alpha cutoff; cutoff < 0: opaque).
+    uvs: np.ndarray | None = None  # (V, 2) float32
+    texture: np.ndarray | None = None  # (H, W, 4) uint8
+    texture_rects: np.ndarray | None = None  # (V, 4) float32
+    alpha: np.ndarray | None = None  # (V, 2) float32
+    info: Mapping[str, object] = field(default_factory=dict)  # what an importer reports: meta, mapping, notes
 
     def __post_init__(self) -> None:
         validate_arrays(self)
@@ -154,6 +162,11 @@ def validate_arrays(model: AvatarModel) -> None:
             _fail(model, f"'part_labels' refers to part {highest}; only {len(model.part_names)} parts are named")
     if model.vertex_colors is not None:
         _check_array(model, "vertex_colors", model.vertex_colors, (vertex_count, 3))
+    if model.texture is not None:
+        _check_array(model, "texture", model.texture, (None, None, 4), kinds="u")
+        for key, array, width in (("uvs", model.uvs, 2), ("texture_rects", model.texture_rects, 4),
+                                  ("alpha", model.alpha, 2)):
+            _check_array(model, key, array, (vertex_count, width))
 
 
 __all__ = ["ARKIT_NAMES", "AvatarFormatError", "AvatarModel", "Material", "validate_arrays"]

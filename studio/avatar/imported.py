@@ -1,0 +1,282 @@
+"""A glTF/GLB/VRM avatar adapted to the studio's AvatarModel, so FrameState drives it like the default avatar.
+
+- Geometry: every triangle primitive, in the file's rest pose (skinned meshes in their bind pose), in one mesh.
+- Skeleton: the humanoid bones (VRM's map, or a guess from node names for plain glTF) become the SMPL-X joints
+  they correspond to (head, neck, spine, eyes, arms, legs, fingers). Every other skin joint (hair, skirt,
+  accessories) rides on its nearest humanoid ancestor. VRM rest poses are T-poses with world-aligned bones, the
+  SMPL-X convention, so a FrameState joint rotation turns the same body part. Joint positions come from the
+  nodes: one extra, never-drawn vertex per joint carries it, and the joint regressor reads that vertex.
+- Face: each of the 52 ARKit shapes is the morph target or expression of that name (any case or separator, or
+  a "perfect sync" name); shapes that are missing fall back to the VRM vowels (aa ih ou ee oh from jawOpen,
+  mouthStretch, mouthPucker, mouthSmile, mouthFunnel), blinks and look expressions. `info["mapping"]` says which.
+- Look: base colour factor (times COLOR_0) per vertex, base colour textures packed in one atlas, alpha mask.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from studio.avatar.arkit import ARKIT_INDEX, ARKIT_NAMES, NUM_ARKIT, arkit_index
+from studio.avatar.gltf import GltfScene, read_gltf
+from studio.avatar.model import AvatarFormatError, AvatarModel
+from studio.avatar.skeleton import JOINT_INDEX, NUM_JOINTS, PARENTS
+from studio.avatar.vrm import Expression, VrmInfo, guess_humanoid, read_vrm
+
+_FINGERS = {"Thumb": ("Metacarpal", "Proximal", "Distal"), "Index": ("Proximal", "Intermediate", "Distal"),
+            "Middle": ("Proximal", "Intermediate", "Distal"), "Ring": ("Proximal", "Intermediate", "Distal"),
+            "Little": ("Proximal", "Intermediate", "Distal")}
+_SMPLX_FINGER = {"Thumb": "thumb", "Index": "index", "Middle": "middle", "Ring": "ring", "Little": "pinky"}
+HUMANOID_TO_SMPLX: dict[str, str] = {
+    "hips": "pelvis", "spine": "spine1", "chest": "spine2", "upperChest": "spine3", "neck": "neck", "head": "head",
+    "jaw": "jaw", "leftEye": "left_eye_smplhf", "rightEye": "right_eye_smplhf",
+    **{f"{side}{part}": f"{side}_{joint}" for side in ("left", "right") for part, joint in (
+        ("UpperLeg", "hip"), ("LowerLeg", "knee"), ("Foot", "ankle"), ("Toes", "foot"), ("Shoulder", "collar"),
+        ("UpperArm", "shoulder"), ("LowerArm", "elbow"), ("Hand", "wrist"))},
+    **{f"{side}{finger}{segment}": f"{side}_{_SMPLX_FINGER[finger]}{k + 1}" for side in ("left", "right")
+       for finger, segments in _FINGERS.items() for k, segment in enumerate(segments)},
+}
+# ARKit shape -> (VRM expression, weight) used when the avatar has no shape of that ARKit name.
+VOWEL_FALLBACK: dict[str, tuple[tuple[str, float], ...]] = {
+    "jawOpen": (("aa", 1.0),),
+    "mouthFunnel": (("oh", 0.8),),
+    "mouthPucker": (("ou", 0.8),),
+    "mouthStretchLeft": (("ih", 0.5),), "mouthStretchRight": (("ih", 0.5),),
+    "mouthSmileLeft": (("ee", 0.3),), "mouthSmileRight": (("ee", 0.3),),
+    "eyeBlinkLeft": (("blinkLeft", 1.0),), "eyeBlinkRight": (("blinkRight", 1.0),),
+    "eyeLookUpLeft": (("lookUp", 0.5),), "eyeLookUpRight": (("lookUp", 0.5),),
+    "eyeLookDownLeft": (("lookDown", 0.5),), "eyeLookDownRight": (("lookDown", 0.5),),
+    "eyeLookOutLeft": (("lookLeft", 0.5),), "eyeLookInRight": (("lookLeft", 0.5),),
+    "eyeLookInLeft": (("lookRight", 0.5),), "eyeLookOutRight": (("lookRight", 0.5),),
+}
+_ATLAS_CELL = 1024  # largest side of one texture in the atlas
+_ATLAS_PAD = 2
+
+
+def load_gltf_avatar(path: str | os.PathLike) -> AvatarModel:
+    """A `.glb`/`.gltf`/`.vrm` file as an AvatarModel; AvatarFormatError names the file and why it was refused."""
+    scene = read_gltf(path)
+    vrm = read_vrm(scene)
+    return avatar_from_scene(scene, vrm)
+
+
+def avatar_from_scene(scene: GltfScene, vrm: VrmInfo) -> AvatarModel:
+    offsets = np.cumsum([0] + [len(p.positions) for p in scene.primitives])
+    count = int(offsets[-1])
+    positions = np.concatenate([p.positions for p in scene.primitives])
+    faces = np.concatenate([p.triangles + offsets[i] for i, p in enumerate(scene.primitives)])
+
+    joint_nodes = {int(n) for p in scene.primitives if p.joints is not None for n in np.unique(p.joints)}
+    humanoid = dict(vrm.humanoid) if vrm.humanoid else guess_humanoid(scene, joint_nodes | set(range(len(scene.parents))))
+    smplx_of_node = {node: JOINT_INDEX[HUMANOID_TO_SMPLX[bone]] for bone, node in humanoid.items()
+                     if bone in HUMANOID_TO_SMPLX}
+    joints = _joint_positions(scene, smplx_of_node, positions)
+    weights = np.zeros((count + NUM_JOINTS, NUM_JOINTS), np.float32)
+    for i, piece in enumerate(scene.primitives):
+        rows = np.arange(offsets[i], offsets[i + 1])
+        if piece.joints is None:
+            weights[rows, _ride(scene, smplx_of_node, piece.node)] = 1.0
+            continue
+        for k in range(4):
+            targets = np.array([_ride(scene, smplx_of_node, int(n)) for n in piece.joints[:, k]])
+            np.add.at(weights, (rows, targets), piece.weights[:, k])
+    weights[count:] = np.eye(NUM_JOINTS, dtype=np.float32)
+    regressor = np.zeros((NUM_JOINTS, count + NUM_JOINTS), np.float32)
+    regressor[:, count:] = np.eye(NUM_JOINTS, dtype=np.float32)
+
+    expr, mapping = _expressions(scene, vrm, offsets, count)
+    colors, uvs, rects, alpha, atlas = _look(scene, count)
+    pad = lambda array, fill=0.0: np.vstack([array, np.full((NUM_JOINTS, array.shape[1]), fill, array.dtype)])  # noqa: E731
+    has_face = bool(np.abs(expr).max(initial=0.0) > 0)
+    notes = list(scene.notes)
+    if not has_face:
+        notes.append("this avatar has no face morphs: only its head and body will move")
+    missing_bones = [b for b in ("head", "neck", "hips") if b not in humanoid]
+    if missing_bones:
+        notes.append(f"no humanoid bone found for {', '.join(missing_bones)}: those parts do not move")
+    info = {
+        "format": f"VRM {vrm.version}" if vrm.version else "glTF",
+        "meta": dict(vrm.meta),
+        "mapping": mapping["kind"],
+        "arkit_missing": mapping["missing"],
+        "fallback": mapping["fallback"],
+        "humanoid": sorted(humanoid),
+        "notes": notes,
+    }
+    return AvatarModel(
+        name=vrm.meta.get("title") or scene.path.stem,
+        v_template=np.vstack([positions, joints]).astype(np.float32),
+        faces=faces.astype(np.int32),
+        joint_regressor=regressor,
+        skin_weights=weights,
+        shape_dirs=np.zeros((count + NUM_JOINTS, 3, 0), np.float32),
+        expr_dirs=np.concatenate([expr, np.zeros((NUM_JOINTS, 3, NUM_ARKIT), np.float32)]),
+        vertex_colors=pad(colors, 1.0),
+        has_arkit_expressions=has_face,
+        source=str(scene.path),
+        uvs=pad(uvs), texture=atlas, texture_rects=pad(rects), alpha=pad(alpha, 1.0),
+        info=info,
+    )
+
+
+def _ride(scene: GltfScene, smplx_of_node: dict[int, int], node: int) -> int:
+    """The SMPL-X joint a node moves with: its own humanoid bone's, else its nearest humanoid ancestor's (pelvis)."""
+    at = node
+    while at != -1:
+        if at in smplx_of_node:
+            return smplx_of_node[at]
+        at = scene.parents[at]
+    return 0
+
+
+def _joint_positions(scene: GltfScene, smplx_of_node: dict[int, int], positions: np.ndarray) -> np.ndarray:
+    """(55, 3) rest joint positions: the mapped nodes', an unmapped joint at its parent's (the pelvis: mesh centre)."""
+    joints = np.full((NUM_JOINTS, 3), np.nan)
+    for node, joint in smplx_of_node.items():
+        joints[joint] = scene.world[node][:3, 3]
+    if np.isnan(joints[0]).any():
+        low, high = positions.min(axis=0), positions.max(axis=0)
+        joints[0] = ((low[0] + high[0]) / 2, low[1] + 0.5 * (high[1] - low[1]), (low[2] + high[2]) / 2)
+    for joint in range(1, NUM_JOINTS):
+        if np.isnan(joints[joint]).any():
+            joints[joint] = joints[PARENTS[joint]]
+    return joints
+
+
+def _morph_table(scene: GltfScene, offsets: np.ndarray) -> dict[tuple[int, int], list[tuple[int, np.ndarray]]]:
+    """(node, morph index) -> [(first vertex, displacement (N, 3))] over the node's primitives."""
+    table: dict[tuple[int, int], list[tuple[int, np.ndarray]]] = {}
+    for i, piece in enumerate(scene.primitives):
+        for k, delta in enumerate(piece.targets):
+            table.setdefault((piece.node, k), []).append((int(offsets[i]), delta))
+    return table
+
+
+def _expressions(scene: GltfScene, vrm: VrmInfo, offsets: np.ndarray, count: int) -> tuple[np.ndarray, dict]:
+    table = _morph_table(scene, offsets)
+    expr = np.zeros((count, 3, NUM_ARKIT), np.float32)
+
+    def add(column: int, node: int, morph: int, weight: float) -> bool:
+        pieces = table.get((node, morph), [])
+        for first, delta in pieces:
+            expr[first:first + len(delta), :, column] += weight * delta
+        return bool(pieces)
+
+    def add_expression(column: int, expression: Expression, weight: float) -> bool:
+        return any([add(column, node, morph, weight * w) for node, morph, w in expression.binds])
+
+    found = set()
+    for name, expression in vrm.expressions.items():  # perfect sync: expressions named as ARKit shapes
+        column = _arkit_column(name)
+        if column is not None and column not in found and add_expression(column, expression, 1.0):
+            found.add(column)
+    by_name: dict[int, list[tuple[int, int]]] = {}
+    for piece in scene.primitives:
+        for k, name in enumerate(piece.target_names):
+            column = _arkit_column(name)
+            if column is not None and (piece.node, k) not in by_name.get(column, []):
+                by_name.setdefault(column, []).append((piece.node, k))
+    for column, morphs in by_name.items():
+        if column not in found:
+            for node, morph in morphs:
+                add(column, node, morph, 1.0)
+            found.add(column)
+    fallback = []
+    for shape, sources in VOWEL_FALLBACK.items():
+        column = ARKIT_INDEX[shape]
+        if column in found:
+            continue
+        for expression_name, weight in sources:
+            expression = vrm.expressions.get(expression_name)
+            if expression is None and expression_name.startswith("blink"):
+                expression, weight = vrm.expressions.get("blink"), weight * 0.5  # one blink for both eyes
+            if expression is not None and add_expression(column, expression, weight):
+                fallback.append(f"{shape}←{expression.name}")
+    missing = [ARKIT_NAMES[k] for k in range(NUM_ARKIT) if k not in found]
+    kind = ("arkit" if not missing else "arkit+vowels" if found and fallback else "arkit (partial)" if found
+            else "vowels" if fallback else "none")
+    return expr, {"kind": kind, "missing": missing, "fallback": fallback}
+
+
+def _arkit_column(name: str) -> int | None:
+    """ARKit index of a morph or expression name in any spelling (`JawOpen`, `jaw_open`, `blendShape1.jawOpen`)."""
+    for candidate in (name, name.rsplit(".", 1)[-1], name.split("_", 1)[-1] if name.lower().startswith("arkit") else name):
+        try:
+            return arkit_index(candidate)
+        except KeyError:
+            continue
+    return None
+
+
+def _srgb(linear: np.ndarray) -> np.ndarray:
+    """glTF factors are linear; the studio's vertex colours are display (sRGB, gamma 2.2) values."""
+    return np.power(np.clip(linear, 0.0, 1.0), 1 / 2.2)
+
+
+def _look(scene: GltfScene, count: int):
+    """Per-vertex colour (sRGB), UVs, atlas cell, (alpha, cutoff), and the texture atlas."""
+    cells, atlas = _atlas(scene)
+    colors = np.ones((count, 3), np.float32)
+    uvs = np.zeros((count, 2), np.float32)
+    rects = np.zeros((count, 4), np.float32)
+    rects[:] = cells[None]  # the white texel
+    alpha = np.zeros((count, 2), np.float32)
+    alpha[:] = (1.0, -1.0)
+    start = 0
+    for piece in scene.primitives:
+        rows = slice(start, start + len(piece.positions))
+        start += len(piece.positions)
+        base = np.ones(4, np.float32)
+        if piece.material is not None:
+            material = scene.materials[piece.material]
+            base = np.asarray(material.base_color, np.float32)
+            if material.texture_image is not None and piece.uvs is not None:
+                rects[rows] = cells[material.texture_image]
+                uvs[rows] = piece.uvs
+            cutoff = material.alpha_cutoff if material.alpha_mode == "MASK" else 0.5 if material.alpha_mode == "BLEND" else -1.0
+            alpha[rows] = (base[3], cutoff)
+        tint = base[None, :3] * (piece.colors[:, :3] if piece.colors is not None else 1.0)
+        colors[rows] = _srgb(tint)
+    return colors, uvs, rects, alpha, atlas
+
+
+def _atlas(scene: GltfScene) -> tuple[dict, np.ndarray]:
+    """Pack the base colour textures side by side in one RGBA atlas (with a white texel for untextured parts).
+
+    Cells are keyed by image index (and `None` for the white texel): (u0, v0, width, height) in atlas units.
+    """
+    from PIL import Image
+
+    images = {}
+    for index, pixels in scene.images.items():
+        height, width = pixels.shape[:2]
+        scale = min(1.0, _ATLAS_CELL / max(height, width))
+        if scale < 1.0:
+            size = (max(1, int(width * scale)), max(1, int(height * scale)))
+            pixels = np.asarray(Image.fromarray(pixels).resize(size, Image.Resampling.LANCZOS))
+        images[index] = pixels
+    cell_width = 4 + max([p.shape[1] + 2 * _ATLAS_PAD for p in images.values()], default=0)
+    cell_height = max([4] + [p.shape[0] + 2 * _ATLAS_PAD for p in images.values()])
+    columns = max(1, int(np.ceil(np.sqrt(len(images) + 1))))
+    rows = int(np.ceil((len(images) + 1) / columns))
+    total_width, total_height = columns * cell_width, rows * cell_height
+    atlas = np.zeros((total_height, total_width, 4), np.uint8)
+    atlas[:4, :4] = 255  # cell 0 holds the white texel
+    cells = {None: np.array([2 / total_width, 2 / total_height, 0.0, 0.0], np.float32)}
+    for slot, (index, pixels) in enumerate(images.items(), start=1):
+        height, width = pixels.shape[:2]
+        x, y = (slot % columns) * cell_width, (slot // columns) * cell_height
+        padded = np.pad(pixels, ((_ATLAS_PAD, _ATLAS_PAD), (_ATLAS_PAD, _ATLAS_PAD), (0, 0)), mode="wrap")
+        atlas[y:y + height + 2 * _ATLAS_PAD, x:x + width + 2 * _ATLAS_PAD] = padded
+        cells[index] = np.array([(x + _ATLAS_PAD) / total_width, (y + _ATLAS_PAD) / total_height,
+                                 width / total_width, height / total_height], np.float32)
+    return cells, atlas
+
+
+def is_gltf_path(path: str | os.PathLike) -> bool:
+    return Path(path).suffix.lower() in (".glb", ".gltf", ".vrm")
+
+
+__all__ = ["AvatarFormatError", "HUMANOID_TO_SMPLX", "VOWEL_FALLBACK", "is_gltf_path", "load_gltf_avatar"]

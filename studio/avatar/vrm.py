@@ -1,0 +1,183 @@
+"""VRM 0.x (`VRM`) and VRM 1.0 (`VRMC_vrm`) extensions: humanoid bones, expressions, look-at and meta.
+
+Both versions are read into one shape: VRM 1.0 names (bones `hips`, `leftUpperArm`, ...; expressions `aa`, `blink`,
+`happy`, ...), expression binds as (node, morph target, weight 0..1). `resolve_expressions` applies `isBinary` and
+the override rules (`overrideBlink` / `overrideLookAt` / `overrideMouth`: block or blend) as the VRM 1.0 spec says.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from studio.avatar.gltf import GltfScene
+from studio.avatar.model import AvatarFormatError
+
+OVERRIDE_GROUPS = {
+    "overrideBlink": ("blink", "blinkLeft", "blinkRight"),
+    "overrideLookAt": ("lookUp", "lookDown", "lookLeft", "lookRight"),
+    "overrideMouth": ("aa", "ih", "ou", "ee", "oh"),
+}
+_VRM0_PRESETS = {
+    "a": "aa", "i": "ih", "u": "ou", "e": "ee", "o": "oh", "blink": "blink", "blink_l": "blinkLeft",
+    "blink_r": "blinkRight", "joy": "happy", "angry": "angry", "sorrow": "sad", "fun": "relaxed",
+    "lookup": "lookUp", "lookdown": "lookDown", "lookleft": "lookLeft", "lookright": "lookRight", "neutral": "neutral",
+}
+_VRM0_BONES = {"leftThumbProximal": "leftThumbMetacarpal", "leftThumbIntermediate": "leftThumbProximal",
+               "rightThumbProximal": "rightThumbMetacarpal", "rightThumbIntermediate": "rightThumbProximal"}
+
+
+@dataclass(frozen=True)
+class Expression:
+    name: str  # VRM 1.0 preset name, or the custom name
+    binds: tuple[tuple[int, int, float], ...]  # (node, morph target index, weight 0..1)
+    is_binary: bool = False
+    overrides: Mapping[str, str] = field(default_factory=dict)  # overrideBlink/LookAt/Mouth -> none|block|blend
+
+
+@dataclass(frozen=True)
+class VrmInfo:
+    version: str  # "0.x", "1.0" or "" (plain glTF)
+    humanoid: Mapping[str, int]  # VRM 1.0 bone name -> node
+    expressions: Mapping[str, Expression]
+    look_at: str  # "bone", "expression" or ""
+    meta: Mapping[str, str]
+
+
+def read_vrm(scene: GltfScene) -> VrmInfo:
+    """The VRM extension of a scene (an empty VrmInfo for plain glTF); AvatarFormatError names a bad field."""
+    try:
+        if "VRMC_vrm" in scene.extensions:
+            return _vrm1(scene, scene.extensions["VRMC_vrm"])
+        if "VRM" in scene.extensions:
+            return _vrm0(scene, scene.extensions["VRM"])
+    except (TypeError, ValueError, KeyError, AttributeError) as error:
+        raise AvatarFormatError(f"{scene.path}: its VRM extension is malformed ({type(error).__name__}: {error})") from None
+    return VrmInfo("", {}, {}, "", {})
+
+
+def _node(scene: GltfScene, value, what: str) -> int:
+    if not isinstance(value, int) or not 0 <= value < len(scene.node_names):
+        raise AvatarFormatError(f"{scene.path}: {what} refers to node {value!r}; the file has {len(scene.node_names)}")
+    return value
+
+
+def _vrm1(scene: GltfScene, ext: dict) -> VrmInfo:
+    bones = {name: _node(scene, spec.get("node"), f"humanoid bone {name!r}")
+             for name, spec in (ext.get("humanoid", {}).get("humanBones") or {}).items()}
+    expressions = {}
+    for group in ("preset", "custom"):
+        for name, spec in (ext.get("expressions", {}).get(group) or {}).items():
+            binds = tuple((_node(scene, b.get("node"), f"expression {name!r}"), int(b.get("index", -1)),
+                           float(b.get("weight", 1.0))) for b in spec.get("morphTargetBinds") or [])
+            overrides = {key: str(spec.get(key, "none")) for key in OVERRIDE_GROUPS}
+            expressions[name] = Expression(name, binds, bool(spec.get("isBinary", False)), overrides)
+    meta = ext.get("meta") or {}
+    return VrmInfo("1.0", bones, expressions, str((ext.get("lookAt") or {}).get("type", "")), {
+        "title": str(meta.get("name", "")),
+        "author": ", ".join(str(a) for a in meta.get("authors") or []),
+        "licence": str(meta.get("licenseUrl", "")),
+        "redistribution": "allowed" if meta.get("allowRedistribution") else "not allowed",
+    })
+
+
+def _vrm0(scene: GltfScene, ext: dict) -> VrmInfo:
+    bones = {}
+    for spec in (ext.get("humanoid") or {}).get("humanBones") or []:
+        name = str(spec.get("bone", ""))
+        bones[_VRM0_BONES.get(name, name)] = _node(scene, spec.get("node"), f"humanoid bone {name!r}")
+    expressions = {}
+    for spec in (ext.get("blendShapeMaster") or {}).get("blendShapeGroups") or []:
+        preset = str(spec.get("presetName", "unknown")).lower()
+        name = _VRM0_PRESETS.get(preset) or str(spec.get("name", preset))
+        binds = []
+        for bind in spec.get("binds") or []:
+            mesh = bind.get("mesh")
+            for node in scene.mesh_nodes.get(mesh, []):
+                binds.append((node, int(bind.get("index", -1)), float(bind.get("weight", 100.0)) / 100.0))
+        expressions[name] = Expression(name, tuple(binds), bool(spec.get("isBinary", False)), {})
+    meta = ext.get("meta") or {}
+    look = str((ext.get("firstPerson") or {}).get("lookAtTypeName", "")).lower()
+    return VrmInfo("0.x", bones, expressions, "expression" if look == "blendshape" else look, {
+        "title": str(meta.get("title", "")),
+        "author": str(meta.get("author", "")),
+        "licence": str(meta.get("licenseName", "")),
+        "redistribution": str(meta.get("otherPermissionUrl", "")),
+    })
+
+
+def resolve_expressions(info: VrmInfo, weights: Mapping[str, float]) -> dict[str, float]:
+    """Expression weights after `isBinary` (> 0.5 is 1, else 0) and the overrides of the VRM 1.0 spec.
+
+    An expression with `overrideBlink: block` and a weight above 0 sets the blinks to 0; `blend` scales them by
+    (1 - its weight). Likewise look-at and mouth. Several overriding expressions take the strongest effect.
+    """
+    out = {}
+    for name, value in weights.items():
+        expression = info.expressions.get(name)
+        value = min(max(float(value), 0.0), 1.0)
+        out[name] = (1.0 if value > 0.5 else 0.0) if expression is not None and expression.is_binary else value
+    for key, group in OVERRIDE_GROUPS.items():
+        multiplier = 1.0
+        for name, value in out.items():
+            expression = info.expressions.get(name)
+            if expression is None or value <= 0.0 or name in group:
+                continue
+            rule = expression.overrides.get(key, "none")
+            if rule == "block":
+                multiplier = 0.0
+            elif rule == "blend":
+                multiplier = min(multiplier, 1.0 - value)
+        for name in group:
+            if name in out:
+                out[name] *= multiplier
+    return out
+
+
+# Name-based guess of humanoid bones for plain glTF (Blender, Mixamo, VRoid-style names).
+_BONE_WORDS = {
+    "hips": ("hips", "hip", "pelvis"), "spine": ("spine", "spine0", "spine01"),
+    "chest": ("chest", "spine1", "spine02", "spine001"), "upperChest": ("upperchest", "spine2", "spine03", "spine002"),
+    "neck": ("neck",), "head": ("head",), "jaw": ("jaw",), "leftEye": ("eyeleft", "lefteye"),
+    "rightEye": ("eyeright", "righteye"),
+}
+_SIDED_WORDS = {
+    "UpperLeg": ("upperleg", "upleg", "thigh"), "LowerLeg": ("lowerleg", "leg", "shin", "calf", "knee"),
+    "Foot": ("foot", "ankle"), "Toes": ("toes", "toe", "toebase"), "Shoulder": ("shoulder", "clavicle", "collar"),
+    "UpperArm": ("upperarm", "arm"), "LowerArm": ("lowerarm", "forearm", "elbow"), "Hand": ("hand", "wrist"),
+    "Eye": ("eye",),
+}
+
+
+def _bone_key(name: str) -> tuple[str, str]:
+    """(side 'left'/'right'/'', normalised word) of a node name such as 'mixamorig:LeftArm', 'upper_arm.L'."""
+    text = name.split(":")[-1]
+    text = re.sub(r"^(J_Bip_[CLR]_|J_Adj_[CLR]_|Bip0?1_?|DEF-|ORG-)", "", text)
+    side = ""
+    match = re.search(r"(?:[_.\- ]([LRlr])|(Left|Right|left|right|_L|_R))$", text)
+    if match:
+        letter = (match.group(1) or match.group(2)).strip("_")[0].lower()
+        side = "left" if letter == "l" else "right"
+        text = text[:match.start()]
+    match = re.match(r"(Left|Right|left|right|L_|R_|l_|r_)", text)
+    if not side and match:
+        side = "left" if match.group(1)[0].lower() == "l" else "right"
+        text = text[match.end():]
+    return side, re.sub(r"[^a-z0-9]", "", text.lower())
+
+
+def guess_humanoid(scene: GltfScene, joint_nodes: set[int]) -> dict[str, int]:
+    """VRM bone name -> node, guessed from the names of the skins' joints (first match in node order)."""
+    found: dict[str, int] = {}
+    for node in sorted(joint_nodes):
+        side, word = _bone_key(scene.node_names[node])
+        if side:
+            for bone, words in _SIDED_WORDS.items():
+                if word in words:
+                    found.setdefault(side + bone, node)
+        else:
+            for bone, words in _BONE_WORDS.items():
+                if word in words:
+                    found.setdefault(bone, node)
+    return found
