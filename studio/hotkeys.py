@@ -33,15 +33,24 @@ def normalise_key(key: str) -> str:
 
 
 class HotkeyMap:
-    """Action → key; `changed()` after every bind/unbind. `reserved` keys belong to the window's menus."""
+    """Action → key; `changed()` after every bind/unbind. `reserved` keys belong to the window's menus.
+
+    Bindings given at construction that cannot be had (a key the window uses, or one bound twice) leave
+    the action without a key and say why in `refused`, so a persona saved before the window took a key
+    still opens; `bind` and `set_bindings` refuse such keys outright.
+    """
 
     changed = Signal()
 
     def __init__(self, bindings: dict[str, str] | None = None, reserved: dict[str, str] | None = None) -> None:
         self.reserved = {normalise_key(k): what for k, what in (reserved or {}).items()}
         self._keys: dict[str, str] = {}
+        self.refused: dict[str, str] = {}
         for action, key in {**OPERATOR_ACTIONS, **(bindings or {})}.items():
-            self.bind(action, key, notify=False)
+            try:
+                self.bind(action, key, notify=False)
+            except PresetError as error:
+                self.refused[action] = str(error)
 
     def bindings(self) -> dict[str, str]:
         return dict(self._keys)
@@ -72,6 +81,8 @@ class HotkeyMap:
     def set_bindings(self, bindings: dict[str, str]) -> None:
         """Replace the expression bindings (operator actions keep theirs); all or nothing."""
         candidate = HotkeyMap(bindings, self.reserved)
+        if candidate.refused:
+            raise PresetError(next(iter(candidate.refused.values())))
         for action, key in self._keys.items():
             if action in OPERATOR_ACTIONS and key != candidate._keys.get(action):
                 candidate.bind(action, key, notify=False)

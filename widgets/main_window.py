@@ -209,6 +209,9 @@ class MainWindow(QMainWindow):
         self._present_fps = DEFAULT_PRESENT_FPS
         self.presets = PresetController(self)
         self.panels = StudioPanels(self, preset)
+        if self.panels.hotkeys.refused:  # a persona saved before the window took one of its keys
+            self.show_notice("Hotkeys left unbound: " + "; ".join(
+                f"{action!r}: {why}" for action, why in self.panels.hotkeys.refused.items()))
         self.engine.state_changed.connect(self._on_engine_state)
         self.engine.notice.connect(self.show_notice)
         self._update_avatar_label()

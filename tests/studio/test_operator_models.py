@@ -84,3 +84,13 @@ def test_each_module_level_is_measured():
     table = measure_module_costs(seconds=0.5, rounds=1)
     assert set(table) == set(MODULES) and all(set(row) == {"high", "medium", "low"} for row in table.values())
     assert all(cost > 0 for row in table.values() for cost in row.values())
+
+
+def test_hotkeys_a_persona_brings_that_the_window_uses_are_left_unbound_and_said_why():
+    keys = HotkeyMap({"smile": "Ctrl+1", "frown": "2", "wink": "2"}, reserved={"Ctrl+1": "Operate"})
+    assert keys.expression_bindings() == {"frown": "2"}
+    assert keys.refused == {"smile": "hotkey Ctrl+1 is taken by the window (Operate); choose another",
+                            "wink": "hotkey 2 is already bound to 'frown'; unbind it first or choose another"}
+    with pytest.raises(PresetError, match="taken by the window"):
+        keys.set_bindings({"smile": "Ctrl+1"})
+    assert keys.expression_bindings() == {"frown": "2"}

@@ -13,7 +13,7 @@ from PySide6.QtGui import QRegion
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QDockWidget
 
-from studio.presets import PresetError, persona_by_name
+from studio.presets import Persona, PresetError, persona_by_name
 from studio.workspaces import WORKSPACES
 from tests.conftest import make_synthetic_avatar
 from widgets.main_window import MainWindow
@@ -274,3 +274,20 @@ def test_panels_tabbed_together_to_fit_a_small_window_come_apart_when_it_grows_a
     qtbot.waitUntil(lambda: window.size().toTuple() == (1440, 900), timeout=5000)
     window.workspaces.fit()
     assert window.dockWidgetArea(inspector) == Qt.DockWidgetArea.BottomDockWidgetArea
+
+
+def test_a_persona_whose_hotkey_a_workspace_now_uses_still_opens_and_says_which_key_is_unbound(qtbot, studio_home):
+    teacher = persona_by_name("teacher")
+    persona = Persona.model_validate({**teacher.model_dump(), "hotkeys": {"warm smile": "Ctrl+2", "thinking": "3"}})
+    window = MainWindow(make_synthetic_avatar(), engine=EngineController(_no_engine), show_dialogs=False,
+                        persist_layout=False, persona=persona)
+    qtbot.addWidget(window)
+    window.show()
+    qtbot.waitExposed(window)
+    assert window.panels.hotkeys.key_for("warm smile") is None and window.panels.hotkeys.key_for("thinking") == "3"
+    message = window.statusBar().currentMessage()
+    assert "'warm smile': hotkey Ctrl+2 is taken by the window (Design); choose another" in message, message
+    window.activateWindow()
+    qtbot.waitUntil(window.isActiveWindow, timeout=5000)
+    QTest.keyClick(window, Qt.Key.Key_2, Qt.KeyboardModifier.ControlModifier)
+    assert window.workspaces.current == "design" and window.panels.mixer.active_names() == []
