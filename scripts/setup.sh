@@ -15,7 +15,7 @@ PYTHON=${PYTHON:-python3}
 RUNTIME_PACKAGES="libegl1 libgl1 libgl1-mesa-dri libfontconfig1 libglib2.0-0 libdbus-1-3 libxkbcommon-x11-0
   libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-image0 libxcb-render-util0 libxcb-shape0 libxcb-xkb1
   libportaudio2 xvfb xauth x11-utils fonts-dejavu-core"
-TEST_PACKAGES="pulseaudio pulseaudio-utils libasound2-plugins binutils openbox festival festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts flite klettres-data ktuberling-data tuxpaint-stamps-default
+TEST_PACKAGES="pulseaudio pulseaudio-utils liblo-tools libasound2-plugins binutils openbox festival festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts flite klettres-data ktuberling-data tuxpaint-stamps-default
   fillets-ng-data fillets-ng-data-cs fillets-ng-data-nl festvox-ru flight-of-the-amazon-queen beneath-a-steel-sky"
 
 need_root() {

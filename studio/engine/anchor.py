@@ -142,6 +142,11 @@ class LatestPose(PoseInput):
         with self._lock:
             return self._latest
 
+    def clear(self) -> None:
+        """Nothing laid over the engine's motion any more (a tracker went away)."""
+        with self._lock:
+            self._latest = None
+
 
 class DriftingTracker(PoseInput):
     """A head/body tracker as it really behaves: a constant bias rate, a random walk and white noise.

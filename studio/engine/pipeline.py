@@ -206,6 +206,7 @@ class Engine:
         self._held_motion = None  # (hop index, MotionFrame) while the body rate holds the pose
         self.expression = expression or ExpressionLayer()
         self.anchor = anchor or SpatialAnchor()
+        self.tracking = None  # a tracker stage laid over the motion (studio.interop.tracking.TrackingMixer.attach)
         self.monotonic = monotonic  # the clock sources and idle frames are paced by (a soak drives its own)
         self.housekeeper = None  # called between passes; see studio.housekeeping
         self.slot = LatestFrameSlot()
@@ -729,6 +730,9 @@ class Engine:
               visemes: np.ndarray | None, voice: float, timings: dict, motion_ms: float) -> None:
         layer = self.expression
         t0 = time.perf_counter()
+        tracking = self.tracking
+        if tracking is not None:
+            arkit, pose, transl = tracking.mix(media, arkit, pose, transl)
         arkit = layer.apply(arkit) if hasattr(layer, "apply") else layer(arkit)
         arkit, pose, transl = self.anchor.process(media, arkit, pose, transl)
         anchor_ms = (time.perf_counter() - t0) * 1000.0
