@@ -307,6 +307,9 @@ def bench_command(args: argparse.Namespace) -> int:
     report["gui"] = _gui(args.quick)
     report["gpu"] = _gpu()
     report["recording"] = _bench_recording(avatar, args.quick)
+    from studio.api.bench import bench_api
+
+    report["api"] = bench_api(seconds=3.0 if args.quick else 10.0)  # engine ms per hop with 0, 1, 8 API clients
     text = json.dumps(report, indent=2, sort_keys=False)
     print(text)
     if args.out:
