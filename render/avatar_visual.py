@@ -20,6 +20,7 @@ import numpy as np
 from vispy import gloo
 from vispy.scene.visuals import create_visual_node
 from vispy.visuals import Visual
+from vispy.visuals.shaders import Function
 from vispy.visuals.transforms import ChainTransform, MatrixTransform, NullTransform, STTransform
 from vispy.visuals.transforms.base_transform import InverseTransform
 
@@ -55,6 +56,9 @@ attribute vec3 a_normal;
 attribute vec3 a_color;
 attribute vec3 a_material;  // specular, shininess, rim light reach
 attribute vec4 a_cloth;  // how much the vertex follows each cloth spring (hair, shirt, left/right sleeve)
+attribute vec2 a_uv;  // imported avatars: texture coordinate, atlas cell, (alpha factor, alpha cutoff)
+attribute vec4 a_rect;
+attribute vec2 a_alpha;
 uniform vec3 u_cloth0;
 uniform vec3 u_cloth1;
 uniform vec3 u_cloth2;
@@ -64,6 +68,9 @@ varying vec3 v_position;
 varying vec3 v_normal;
 varying vec3 v_color;
 varying vec3 v_material;
+varying vec2 v_uv;
+varying vec4 v_rect;
+varying vec2 v_alpha;
 
 void main() {
     vec3 position = a_position;
@@ -74,6 +81,9 @@ void main() {
     v_normal = normal;
     v_color = a_color;
     v_material = a_material;
+    v_uv = a_uv;
+    v_rect = a_rect;
+    v_alpha = a_alpha;
     gl_Position = $transform(vec4(position, 1.0));
 }
 """
@@ -112,6 +122,9 @@ varying vec3 v_position;
 varying vec3 v_normal;
 varying vec3 v_color;
 varying vec3 v_material;
+varying vec2 v_uv;
+varying vec4 v_rect;
+varying vec2 v_alpha;
 uniform vec3 u_eye;
 uniform vec3 u_up;
 uniform vec3 u_key_dir;
@@ -123,7 +136,7 @@ void main() {
     vec3 v = normalize(u_eye - v_position);
     float facing = dot(n, v);
     if (facing < 0.0) { n = -n; facing = -facing; }  // inner mouth, eyelid backs: light both sides
-    vec3 base = v_color;
+    vec3 base = $surface(v_color, v_uv, v_rect, v_alpha);
 
     float hemi = 0.5 + 0.5 * dot(n, u_up);
     vec3 ambient = mix(vec3(0.10, 0.09, 0.09), vec3(0.26, 0.27, 0.30), hemi);
@@ -139,6 +152,20 @@ void main() {
     vec3 color = base * (ambient + key * vec3(1.05, 1.0, 0.95) + fill * vec3(0.30, 0.33, 0.40))
                + rim * vec3(0.35, 0.37, 0.42) + highlight * vec3(1.0, 0.98, 0.95);
     gl_FragColor = vec4(pow(clamp(color, 0.0, 1.0), vec3(1.0 / 2.2)), 1.0);
+}
+"""
+
+
+# The base colour of a fragment: the vertex colour, or (imported glTF/VRM avatars) that times the texture, whose
+# cell in the atlas repeats (fract) as glTF's default wrap does; an alpha-masked material's cut-out is discarded.
+_PLAIN_SURFACE = """
+vec3 surface(vec3 color, vec2 uv, vec4 rect, vec2 alpha) { return color; }
+"""
+_TEXTURED_SURFACE = """
+vec3 surface(vec3 color, vec2 uv, vec4 rect, vec2 alpha) {
+    vec4 texel = texture2D($atlas, rect.xy + fract(uv) * rect.zw);
+    if (texel.a * alpha.x < alpha.y) discard;
+    return color * pow(texel.rgb, vec3(2.2));  // sRGB texture, linear light
 }
 """
 
@@ -215,6 +242,11 @@ class AvatarMesh:
         # lighting needs them linear, and the fragment shader encodes the lit result back to display gamma.
         self.colors = np.power(np.clip(np.asarray(model.colors(), np.float32)[order], 0.0, 1.0), 2.2)
         self.material = self._materials()[order]
+        self.texture = model.texture
+        if model.texture is not None:
+            self.uvs = np.asarray(model.uvs, np.float32)[order]
+            self.texture_rects = np.asarray(model.texture_rects, np.float32)[order]
+            self.alpha = np.asarray(model.alpha, np.float32)[order]
         cloth = region_weights(model)
         self.cloth_weights = cloth[order]
         self.cloth_anchors = np.hstack([anchor_points(model, cloth), np.ones((len(CLOTH_REGIONS), 1))])
@@ -422,6 +454,7 @@ class AvatarVisual(Visual):
         program["a_color"] = gloo.VertexBuffer(mesh.colors)
         program["a_material"] = gloo.VertexBuffer(mesh.material)
         program["a_cloth"] = gloo.VertexBuffer(mesh.cloth_weights)
+        self._set_surface(mesh)
         self._set_cloth_offsets(np.zeros((len(CLOTH_REGIONS), 3), np.float32))
         if self.skinning_path == "gpu":
             program["a_joints"] = gloo.VertexBuffer(mesh.joint_indices)
@@ -433,6 +466,20 @@ class AvatarVisual(Visual):
             program["u_joint_count"] = float(NUM_JOINTS)
         self._dirty = True
         self.update()
+
+    def _set_surface(self, mesh: AvatarMesh) -> None:
+        """Vertex colours alone, or times the avatar's texture atlas (with alpha mask) for imported avatars."""
+        program = self.shared_program
+        if mesh.texture is None:
+            program.frag["surface"] = Function(_PLAIN_SURFACE)
+            program["a_uv"], program["a_rect"], program["a_alpha"] = (0.0, 0.0), (0.0, 0.0, 0.0, 0.0), (1.0, -1.0)
+            return
+        surface = Function(_TEXTURED_SURFACE)
+        surface["atlas"] = gloo.Texture2D(mesh.texture, interpolation="linear", wrapping="clamp_to_edge")
+        program.frag["surface"] = surface
+        program["a_uv"] = gloo.VertexBuffer(mesh.uvs)
+        program["a_rect"] = gloo.VertexBuffer(mesh.texture_rects)
+        program["a_alpha"] = gloo.VertexBuffer(mesh.alpha)
 
     def set_cloth(self, regions: tuple[str, ...]) -> None:
         """Which cloth springs run (none: the cloth is still and costs nothing per frame)."""
