@@ -33,7 +33,7 @@ BUILT_IN_PRESETS = ("default", "medical", "education", "performance")
 HOP_MS = 10.0
 
 
-def _states(count: int):
+def nodding_states(count: int):
     """The render bench's talking avatar, with a head that nods and turns (so cloth springs have work)."""
     states = animated_states(count)
     for i, state in enumerate(states):
@@ -47,7 +47,7 @@ def _states(count: int):
 def _render(model, size: tuple[int, int], cloth: tuple[str, ...], frames: int) -> dict:
     from render.offscreen import OffscreenRenderer
 
-    states = _states(frames + 5)
+    states = nodding_states(frames + 5)
     with OffscreenRenderer(model, size=size) as renderer:
         visual = renderer.view.avatar
         renderer.view.set_cloth(cloth)

@@ -17,14 +17,14 @@ import time
 _OFFSCREEN = """
 import json, sys, time
 from render.offscreen import OffscreenRenderer
-from render.preset_bench import _states
+from render.preset_bench import nodding_states
 from studio.avatar.io import default_avatar_path, load_avatar
 from studio.avatar.lod import lod_path
 from studio.presets import preset_by_name
 plan = preset_by_name(sys.argv[1]).plan
 path = lod_path("default", plan.lod, plan.keep_face_detail) or default_avatar_path()
 width, height, frames = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-states = _states(frames + 5)
+states = nodding_states(frames + 5)
 with OffscreenRenderer(load_avatar(path), size=(width, height)) as renderer:
     renderer.view.set_cloth(plan.cloth_regions)
     for state in states[:5]:
