@@ -133,6 +133,7 @@ class ApiServer:
         self.host, self.port = "127.0.0.1", 0
         self._blocked_until: dict[str, float] = {}  # address -> monotonic time it may try a token again
         self._http_buckets: dict[str, TokenBucket] = {}
+        self._authenticating = 0  # WebSocket connections waiting for their auth message
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="api-command")
         self._audio: deque[tuple[float, np.ndarray]] = deque(maxlen=AUDIO_QUEUE_CHUNKS)
         self._stopping = threading.Event()
@@ -403,7 +404,11 @@ class ApiServer:
         if sock is not None:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.limits.socket_send_buffer)
         address = request.remote or "?"
-        client = await self._authenticate(ws, address, transport)
+        self._authenticating += 1
+        try:
+            client = await self._authenticate(ws, address, transport)
+        finally:
+            self._authenticating -= 1
         if client is None:
             return ws
         self.clients.add(client)
@@ -439,6 +444,10 @@ class ApiServer:
         if len(self.clients) >= self.limits.max_clients:
             await refuse("too_many_clients", f"{self.limits.max_clients} clients are connected already; the most "
                          "allowed", close_code=CLOSE_TRY_LATER)
+            return None
+        if self._authenticating > self.limits.max_clients:  # connections that never say who they are count too
+            await refuse("too_many_clients", f"{self._authenticating - 1} connections are still to authenticate",
+                         close_code=CLOSE_TRY_LATER)
             return None
         wait = self._blocked(address)
         if wait:

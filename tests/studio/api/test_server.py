@@ -287,3 +287,57 @@ def test_a_played_file_moves_the_mouth_through_the_face_model(served):
     played, frames = run(scenario())
     assert played["ok"] and played["result"]["path"] == str((served.media / "line.wav").resolve()), played
     assert max(frame["data"]["arkit"]["jawOpen"] for frame in frames) > 0.2
+
+
+def test_telemetry_max_clients_and_approval_by_name(served):
+    from dataclasses import replace
+
+    server, limits = served.server, served.server.limits
+
+    async def telemetry():
+        client, _ = await Client.connect(served, "monitor")
+        assert (await client.request("subscribe", {"telemetry_hz": 5}))["ok"]
+        while not client.telemetry:
+            assert await client.receive() is not None
+        await client.close()
+        return client.telemetry[0]["data"]
+
+    data = run(telemetry())
+    assert data["engine"]["frames"] > 0 and "total" in data["engine"]["stages"] and data["api"]["clients"] >= 1
+
+    async def crowded():
+        first, answer = await Client.connect(served, "first")
+        assert answer["ok"]
+        connected = served.thread.call(lambda: len(server.clients))
+        served.thread.call(setattr, server, "limits", replace(limits, max_clients=connected))
+        second, refused = await Client.connect(served, "second")
+        closed = await second.receive()
+        await second.close()
+        await first.close()
+        return refused, closed
+
+    try:
+        refused, closed = run(crowded())
+    finally:
+        served.thread.call(setattr, server, "limits", limits)
+    assert refused["error"]["code"] == "too_many_clients" and closed is None
+
+    async def unapproved():
+        stranger, refused = await Client.connect(served, "unknown-bot")
+        await stranger.close()
+        served.server.names.approve("unknown-bot")
+        known, admitted = await Client.connect(served, "unknown-bot")
+        await known.close()
+        served.server.names.deny("unknown-bot")
+        denied_client, denied = await Client.connect(served, "unknown-bot")
+        await denied_client.close()
+        return refused, admitted, denied
+
+    server.names.require_approval = True
+    try:
+        refused, admitted, denied = run(unapproved())
+    finally:
+        server.names.require_approval = False
+    assert refused["error"]["code"] == "not_approved" and "--approve 'unknown-bot'" in refused["error"]["message"]
+    assert admitted["ok"]
+    assert denied["error"]["code"] == "not_approved" and "denied" in denied["error"]["message"]
