@@ -51,7 +51,8 @@ MAX_BUFFER_S = 0.2  # ... and at most, however often the device runs dry
 QUIET_S = 30.0  # a buffer halves after this long without an underrun ...
 MAX_QUIET_S = 600.0  # ... waiting longer (up to this) each time the smaller size underran soon after
 SETTLE_S = 1.0  # underruns this soon after a resize are the old size's, not the new size's
-_HANDOVER_MARGIN_S = 0.02  # a mid-clip handover is timed this far beyond the new stream's first reachable DAC time
+_HANDOVER_MARGIN_S = 0.02  # a mid-clip handover is timed this far (plus 2 blocks) beyond the new stream's next block
+_CROSSFADE_S = 0.016  # a handover cross-fades the two streams over this long (their DAC estimates differ by ~5 ms)
 _STALE_MAPPING_S = 0.5  # a cut clip whose DAC times an underrun moved (not yet measured) is cancelled this much later
 _PROBE_S = 2.0  # the silent probe that reads where a playing clip is at the DAC (longer than any wait for it)
 FADE_S = 0.005  # a cut clip fades out over this long
@@ -621,7 +622,10 @@ class SpeakerOutput:
         advance one block per callback, so the clip's frame when the probe started is their difference, and
         the probe's start is an exact DAC time (an underrun shifted the clip's own start time away). The new
         stream starts the rest at the first DAC time it can reach (its buffer ahead) plus a margin, and the old
-        one is cancelled at that same instant: samples are exact within each stream's clock (~1 ms apart).
+        one stops there. Each stream's DAC times are its own estimate (through the sound server): two streams
+        disagreed by up to ~5 ms, so a butt joint left a gap or repeated a few ms. The two cross-fade over
+        `_CROSSFADE_S` around the joint instead: the old stream fades the clip's samples out there (the new
+        one does not read them), the new one plays a faded-in copy of that stretch, then the rest in place.
         """
         channels = list(range(1, self.channels + 1))
         if clip._anchor_probe is not None:
@@ -632,20 +636,44 @@ class SpeakerOutput:
             return None
         action = clip._action
         probe_frame, probe_at = anchor[0], anchor[1] + old_offset  # monotonic
-        latency = new.latency if isinstance(new.latency, float) else self.policy.size_s
-        at = time.monotonic() + latency + 2 * self.block_s + _HANDOVER_MARGIN_S
+        reachable = self._first_reachable(new, new_offset)
+        if reachable is None:
+            return None
+        at = reachable + 2 * self.block_s + _HANDOVER_MARGIN_S  # where the cross-fade begins
         frame = probe_frame + round((at - probe_at) * clip.rate)
-        if not clip._action_frame + int(action.done_frames) < frame < clip.frames - round(self.block_s * clip.rate):
+        span = round(_CROSSFADE_S * clip.rate)
+        if not clip._action_frame + int(action.done_frames) < frame < clip.frames - span - round(self.block_s * clip.rate):
             return None  # the old stream has handed it already, or the clip ends first
+        ramp = np.linspace(0.0, 1.0, span + 2, dtype=np.float32)[1:-1, None]
+        fading_in = np.ascontiguousarray(clip.samples[frame:frame + span] * ramp)
+        clip.samples[frame:frame + span] *= ramp[::-1]  # only the old stream reads these samples
         start = at - new_offset
-        new_action = new.play_buffer(clip.samples[frame:], channels=channels, start=start, allow_belated=True)
-        old.cancel(action, time=at - old_offset, allow_belated=True)
+        new.play_buffer(fading_in, channels=channels, start=start, allow_belated=True)
+        rest = new.play_buffer(clip.samples[frame + span:], channels=channels, start=start + span / clip.rate,
+                               allow_belated=True)
+        # the old stream stops where its fade ends (after it the samples are the new stream's, at full level)
+        old.cancel(action, time=at - old_offset + span / clip.rate, allow_belated=True)
         clip.started_at  # noqa: B018 - keep the first start time: only the action changes
         clip._retired = (old, action)
-        clip._action, clip._action_frame = new_action, frame
-        clip._origin = (frame, start)
+        clip._action, clip._action_frame = rest, frame + span
+        clip._origin = (frame + span, start + span / clip.rate)
         clip.heard = (frame, at)  # a fresh DAC observation for the source's media clock
-        return at + 2 * _CANCEL_AFTER_FADE_S
+        return at + span / clip.rate + 3 * _CANCEL_AFTER_FADE_S
+
+    def _first_reachable(self, stream, offset: float) -> float | None:
+        """The monotonic DAC time of the block `stream` renders next, measured by a one-frame silent probe: a
+        stream's real lead over the DAC can exceed the latency PortAudio reports (the sound server's own
+        buffer), and an action asked to start earlier than that starts late (a gap). None if it never ran."""
+        probe = stream.play_buffer(self._probe_buffer[:1], channels=list(range(1, self.channels + 1)),
+                                   allow_belated=True)
+        deadline = time.monotonic() + 0.5
+        while float(probe.actual_time) <= 0.0 and time.monotonic() < deadline:
+            time.sleep(0.002)
+        started = float(probe.actual_time)
+        if started <= 0.0:
+            stream.cancel(probe)
+            return None
+        return max(started + offset, time.monotonic())
 
     def _close_retired(self, now: float) -> None:
         """Close the streams a resize left once their time has passed (`inf`: all), counting their underruns."""
