@@ -361,8 +361,11 @@ def serve_command(args: argparse.Namespace) -> int:
     from studio.api.server import ApiServer, serve_until_stopped
     from studio.api.service import StudioService
 
-    service = StudioService(persona, preset, folders, play_audio=args.play_audio)
-    service.start()
+    try:
+        service = StudioService(persona, preset, folders, play_audio=args.play_audio)
+        service.start()
+    except Exception as error:  # noqa: BLE001 - a missing model or runtime: one line, not a traceback
+        return _fail(f"cannot start the engine: {type(error).__name__}: {error}", 1)
 
     def ready(port: int) -> None:
         print(f"avatar-studio serve: ready on ws://{args.host}:{port}/api and http://{args.host}:{port}/health "
