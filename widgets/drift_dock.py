@@ -246,7 +246,7 @@ class DriftDock:
         self.model = DriftModel(preset.drift if preset is not None else None)
         self.model.identity = WindowIdentityCheck(window.viewport)
         self.panel = DriftPanel(self.model)
-        self.dock = window._add_dock("Drift", "driftDock", self.panel, Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.dock = window.add_dock("Drift", "driftDock", self.panel, Qt.DockWidgetArea.BottomDockWidgetArea)
         window.tabifyDockWidget(window.latency_dock, self.dock)
         window.latency_dock.raise_()
         self._process = psutil.Process()

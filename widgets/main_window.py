@@ -198,8 +198,8 @@ class MainWindow(QMainWindow):
         latency_layout.setContentsMargins(0, 0, 0, 0)
         latency_layout.addWidget(self.latency, 1)
         latency_layout.addWidget(self.av_sync)
-        self.inspector_dock = self._add_dock("Inspector", "inspectorDock", self.inspector, Qt.DockWidgetArea.RightDockWidgetArea)
-        self.latency_dock = self._add_dock("Latency", "latencyDock", latency_box, Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.inspector_dock = self.add_dock("Inspector", "inspectorDock", self.inspector, Qt.DockWidgetArea.RightDockWidgetArea)
+        self.latency_dock = self.add_dock("Latency", "latencyDock", latency_box, Qt.DockWidgetArea.BottomDockWidgetArea)
         self.drift = DriftDock(self, preset)
         self.setMinimumSize(*MINIMUM_SIZE)
         self.resize(*DEFAULT_SIZE)
@@ -233,7 +233,8 @@ class MainWindow(QMainWindow):
 
     # --- construction -------------------------------------------------------------------------
 
-    def _add_dock(self, title: str, name: str, panel: QWidget, area: Qt.DockWidgetArea) -> QDockWidget:
+    def add_dock(self, title: str, name: str, panel: QWidget, area: Qt.DockWidgetArea) -> QDockWidget:
+        """A closable, movable, floatable dock named `name` (the layout file's key) holding `panel`; panels add theirs."""
         dock = QDockWidget(title, self)
         dock.setObjectName(name)
         dock.setWidget(panel)

@@ -56,6 +56,7 @@ from studio.recording.take import (  # noqa: E402
     rename_take,
     repair_take,
     restore_take,
+    size_text,
     trash_take,
 )
 
@@ -64,10 +65,6 @@ EXPORT_FILTERS = {"mp4": "MP4 video (*.mp4)", "mov": "ProRes 4444 with alpha (*.
                   "csv": "Live Link Face CSV (*.csv)", "bvh": "BVH motion (*.bvh)"}
 RECORDED = "(as recorded)"
 _REC_STYLE = "QLabel { background: #c62828; color: white; font-weight: 700; padding: 1px 8px; border-radius: 3px; }"
-
-
-def _size_text(size: int) -> str:
-    return f"{size / 2**20:.1f} MB" if size >= 2**20 else f"{max(size, 0) / 1024:.0f} kB"
 
 
 def _clock_text(seconds: float) -> str:
@@ -298,7 +295,7 @@ class RecordingController(QObject):
         self.recorder_stopped.connect(self._on_recorder_stopped)
 
         self.panel = TakesPanel(self)
-        self.dock = window._add_dock("Takes", "takesDock", self.panel, Qt.DockWidgetArea.RightDockWidgetArea)
+        self.dock = window.add_dock("Takes", "takesDock", self.panel, Qt.DockWidgetArea.RightDockWidgetArea)
         self.indicator = QLabel("")
         self.indicator.setStyleSheet(_REC_STYLE)
         self.indicator.hide()
@@ -433,7 +430,7 @@ class RecordingController(QObject):
         table.setRowCount(len(self.rows))
         for row, info in enumerate(self.rows):
             date = info.started_at.replace("T", " ")[:16]
-            values = (info.name, date, _clock_text(info.duration_s), info.persona, _size_text(info.size_bytes), info.status)
+            values = (info.name, date, _clock_text(info.duration_s), info.persona, size_text(info.size_bytes), info.status)
             for column, value in enumerate(values):
                 item = QTableWidgetItem(value)
                 if column:
@@ -776,7 +773,7 @@ class RecordingController(QObject):
         if self.recording:
             recorder = self.recorder
             warning = recorder.low_space
-            self.indicator.setText(f"● REC  {_clock_text(recorder.elapsed_s)}  {_size_text(recorder.bytes_written)}"
+            self.indicator.setText(f"● REC  {_clock_text(recorder.elapsed_s)}  {size_text(recorder.bytes_written)}"
                                    + (f"  ⚠ {warning}" if warning else ""))
             self.panel.record_status.setText(f"{recorder.folder.name} · {recorder.frames_written} frames"
                                              + (f" · {recorder.queue.dropped} dropped" if recorder.queue.dropped else ""))
