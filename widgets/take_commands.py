@@ -120,14 +120,10 @@ def export_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def _size_text(size: int) -> str:
-    return f"{size / 2**20:.1f} MB" if size >= 2**20 else f"{size / 1024:.0f} kB"
-
-
 def takes_command(args: argparse.Namespace) -> int:
     """List the takes; an unfinished one (its recorder was killed) is repaired first, saying what was done."""
     from studio.paths import recordings_dir
-    from studio.recording.take import TakeError, find_unfinished, list_takes, repair_take
+    from studio.recording.take import TakeError, find_unfinished, list_takes, repair_take, size_text
 
     root = Path(args.dir) if args.dir else recordings_dir()
     for folder in find_unfinished(root):
@@ -143,7 +139,7 @@ def takes_command(args: argparse.Namespace) -> int:
     print(f"{'name':32} {'date':25} {'length':>8} {'persona':12} {'size':>9}  status")
     for row in rows:
         print(f"{row.name[:32]:32} {row.started_at[:25]:25} {row.duration_s:7.1f}s {row.persona[:12]:12} "
-              f"{_size_text(row.size_bytes):>9}  {row.status}" + (f" ({row.problem})" if row.problem else ""))
+              f"{size_text(row.size_bytes):>9}  {row.status}" + (f" ({row.problem})" if row.problem else ""))
     return 0
 
 

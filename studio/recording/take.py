@@ -748,6 +748,12 @@ class TakeInfo:
     problem: str | None = None
 
 
+def size_text(size: int) -> str:
+    """A take's size as the browser and `takes` show it: MB from 1 MiB up, else kB; below zero (never a real size) reads 0 kB."""
+    size = max(int(size), 0)
+    return f"{size / 2**20:.1f} MB" if size >= 2**20 else f"{size / 1024:.0f} kB"
+
+
 def folder_size(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.iterdir() if p.is_file())
 

@@ -27,6 +27,7 @@ from studio.recording.take import (
     rename_take,
     repair_take,
     restore_take,
+    size_text,
     trash_take,
 )
 from tests.studio.engine.helpers import silence_vowel_silence
@@ -237,3 +238,9 @@ def test_expression_changes_in_the_stream_become_events(tmp_path, avatar):
     take = write_take(tmp_path / "t", take_manifest("default", "default", avatar, 16000, 30), frames)
     assert [(e["kind"], e["name"], round(e["t"] * 30)) for e in take.events] == [
         ("expression", "smile", 2), ("expression", "smile+wink", 4), ("expression", "", 5)]
+
+
+@pytest.mark.parametrize(("size", "text"), [(0, "0 kB"), (1536, "2 kB"), (2**20, "1.0 MB"), (5 * 2**20 // 2, "2.5 MB"),
+                                            (-1, "0 kB"), (-2048, "0 kB"), (-3 * 2**20, "0 kB")])
+def test_a_size_reads_in_kb_or_mb_and_never_below_zero(size, text):
+    assert size_text(size) == text
