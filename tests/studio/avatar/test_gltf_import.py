@@ -1,0 +1,298 @@
+"""Importing glTF/GLB/VRM avatars: what is read, how it maps onto the engine, and every bad file refused clearly."""
+
+from __future__ import annotations
+
+import json
+import random
+import struct
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from studio.avatar.arkit import ARKIT_INDEX, ARKIT_NAMES
+from studio.avatar.gltf import read_gltf
+from studio.avatar.io import load_avatar, load_avatar_or_default
+from studio.avatar.model import AvatarFormatError
+from studio.avatar.skeleton import JOINT_INDEX
+from studio.avatar.skinning import lbs
+from studio.avatar.vrm import read_vrm, resolve_expressions
+
+DATA = Path(__file__).resolve().parents[2] / "data" / "avatars"
+HUMANOID = DATA / "humanoid_arkit.glb"
+OVERRIDES = DATA / "VRMC_vrm_expressions_isBinary_Overrides.vrm"
+OVERRIDDEN = DATA / "VRMC_vrm_expressions_isBinary_Overridden.vrm"
+
+
+def glb_bytes(document: dict | bytes, blob: bytes) -> bytes:
+    """A GLB container around a JSON document (or its text) and a binary chunk (both padded to 4 bytes)."""
+    text = document if isinstance(document, bytes) else json.dumps(document).encode()
+    text += b" " * (-len(text) % 4)
+    blob += b"\0" * (-len(blob) % 4)
+    body = struct.pack("<I4s", len(text), b"JSON") + text + struct.pack("<I4s", len(blob), b"BIN\0") + blob
+    return struct.pack("<4sII", b"glTF", 2, 12 + len(body)) + body
+
+
+def quad() -> tuple[dict, bytes]:
+    """A valid two-triangle glTF document with a morph target, and its binary buffer."""
+    positions = np.array([[0, 0, 0], [1, 0, 0], [1, 1, 0], [0, 1, 0]], np.float32)
+    indices = np.array([0, 1, 2, 0, 2, 3], np.uint16)
+    delta = np.array([[0, 0, 0.1]] * 4, np.float32)
+    blob = positions.tobytes() + indices.tobytes() + b"\0" * 4 + delta.tobytes()
+    document = {
+        "asset": {"version": "2.0"},
+        "scene": 0, "scenes": [{"nodes": [0]}],
+        "nodes": [{"name": "face", "mesh": 0}],
+        "meshes": [{"primitives": [{"attributes": {"POSITION": 0}, "indices": 1, "targets": [{"POSITION": 2}]}],
+                    "extras": {"targetNames": ["JAW_OPEN"]}}],
+        "buffers": [{"byteLength": len(blob)}],
+        "bufferViews": [{"buffer": 0, "byteOffset": 0, "byteLength": 48}, {"buffer": 0, "byteOffset": 48, "byteLength": 12},
+                        {"buffer": 0, "byteOffset": 64, "byteLength": 48}],
+        "accessors": [
+            {"bufferView": 0, "componentType": 5126, "count": 4, "type": "VEC3", "min": [0, 0, 0], "max": [1, 1, 0]},
+            {"bufferView": 1, "componentType": 5123, "count": 6, "type": "SCALAR"},
+            {"bufferView": 2, "componentType": 5126, "count": 4, "type": "VEC3"},
+        ],
+    }
+    return document, blob
+
+
+def write_glb(folder: Path, document: dict, blob: bytes, name: str = "avatar.glb") -> Path:
+    path = folder / name
+    path.write_bytes(glb_bytes(document, blob))
+    return path
+
+
+def test_the_valid_quad_loads_and_its_morph_maps_by_arkit_name(tmp_path):
+    model = load_avatar(write_glb(tmp_path, *quad()))
+    assert model.info["mapping"] == "arkit (partial)"  # JAW_OPEN is jawOpen in another spelling
+    assert np.allclose(model.expr_dirs[:4, 2, ARKIT_INDEX["jawOpen"]], 0.1)
+    assert "jawOpen" not in model.info["arkit_missing"] and len(model.info["arkit_missing"]) == 51
+
+
+def test_blender_humanoid_reads_skin_morphs_materials_and_texture():
+    scene = read_gltf(HUMANOID)
+    assert {m.name for m in scene.materials} >= {"Skin", "Cloth", "Eye", "Mouth"}
+    skin = next(m for m in scene.materials if m.name == "Skin")
+    texture = scene.images[skin.texture_image]
+    assert texture.shape == (64, 64, 4)
+    red, green, blue = texture[32, 10, :3].astype(int)  # the teal band in the middle rows
+    assert green > 150 and blue > 150 and red < 60
+    assert texture[5, 10, 0] > texture[5, 10, 2] + 40  # skin tone above it
+    skinned = [p for p in scene.primitives if p.joints is not None]
+    assert skinned and all(np.allclose(p.weights.sum(axis=1), 1) for p in skinned)
+    assert "eyeBlinkLeft" in scene.primitives[0].target_names
+
+    model = load_avatar(HUMANOID)
+    assert model.info["format"] == "glTF" and model.info["mapping"] == "arkit (partial)"
+    assert set(model.info["humanoid"]) >= {"hips", "spine", "chest", "neck", "head", "leftUpperArm", "rightHand"}
+    missing = set(model.info["arkit_missing"])
+    assert missing.isdisjoint({"jawOpen", "eyeBlinkLeft", "eyeBlinkRight", "mouthFunnel"}) and len(missing) == 46
+    assert model.texture is not None and model.uvs is not None
+
+
+def test_humanoid_bones_drive_the_engine_joints():
+    """The head joint turns the head (and not the feet); the rest joints sit where the file's bones are."""
+    model = load_avatar(HUMANOID)
+    joints = model.rest_joints()
+    assert joints[JOINT_INDEX["head"], 1] > joints[JOINT_INDEX["neck"], 1] > joints[JOINT_INDEX["pelvis"], 1]
+    assert joints[JOINT_INDEX["left_wrist"], 0] > 0.5 > -0.5 > joints[JOINT_INDEX["right_wrist"], 0]  # +X is its left
+    pose = np.zeros((55, 3))
+    pose[JOINT_INDEX["head"]] = (0, 0.5, 0)
+    rest, _ = lbs(model)
+    turned, _ = lbs(model, pose=pose)
+    moved = np.linalg.norm(turned - rest, axis=1)
+    top = rest[:, 1] > joints[JOINT_INDEX["head"], 1] + 0.05
+    feet = rest[:, 1] < 0.2
+    assert moved[top].max() > 0.03 and moved[feet].max() < 1e-9
+
+
+def test_jaw_and_blink_shapes_move_the_mouth_and_eyes_and_face_forward():
+    model = load_avatar(HUMANOID)
+    head = model.rest_joints()[JOINT_INDEX["head"]]
+    jaw = np.linalg.norm(model.expr_dirs[:, :, ARKIT_INDEX["jawOpen"]], axis=1) > 1e-4
+    blink = np.linalg.norm(model.expr_dirs[:, :, ARKIT_INDEX["eyeBlinkLeft"]], axis=1) > 1e-4
+    assert jaw.any() and blink.any()
+    assert model.v_template[jaw, 2].mean() > head[2]  # the face is on the +Z side: the studio's front
+    assert model.v_template[blink, 0].mean() > 0  # the left eye is on the avatar's left (+X)
+
+
+def test_vrm_meta_humanoid_and_expression_overrides_as_the_samples_say():
+    info = read_vrm(read_gltf(OVERRIDES))
+    assert info.version == "1.0" and info.meta["author"] == "pixiv Inc." and "vrm.dev/licenses" in info.meta["licence"]
+    assert {"hips", "head", "neck"} <= set(info.humanoid)
+    # Overrides: `happy` is binary and blends blink away: above 0.5 it is 1 and blink goes to 0; below, happy is 0.
+    assert resolve_expressions(info, {"happy": 0.6, "blink": 1.0}) == {"happy": 1.0, "blink": 0.0}
+    assert resolve_expressions(info, {"happy": 0.4, "blink": 1.0}) == {"happy": 0.0, "blink": 1.0}
+    # Overridden: `blink` is the binary one; a non-binary happy scales it by (1 - happy).
+    overridden = read_vrm(read_gltf(OVERRIDDEN))
+    out = resolve_expressions(overridden, {"happy": 0.25, "blink": 0.8})
+    assert out == pytest.approx({"happy": 0.25, "blink": 0.75})
+    assert resolve_expressions(overridden, {"happy": 0.0, "blink": 0.4}) == {"happy": 0.0, "blink": 0.0}
+
+
+def test_a_model_without_face_morphs_loads_with_a_note_and_its_head_still_turns():
+    model = load_avatar(OVERRIDES)
+    assert model.info["mapping"] == "none" and not model.has_arkit_expressions
+    assert any("only its head and body will move" in note for note in model.info["notes"])
+    pose = np.zeros((55, 3))
+    pose[JOINT_INDEX["head"]] = (0, 0.5, 0)
+    assert np.abs(lbs(model, pose=pose)[0] - lbs(model)[0]).max() > 0.01
+
+
+def test_vrm0_vowels_and_blink_drive_the_arkit_channels(tmp_path):
+    """A VRM 0.x file with only the preset A and Blink groups: jawOpen drives A, eyeBlinkLeft half the Blink."""
+    document, blob = quad()
+    document["meshes"][0]["extras"] = {"targetNames": ["Fcl_MTH_A"]}
+    document["extensions"] = {"VRM": {
+        "meta": {"title": "Vowels", "author": "me", "licenseName": "CC0"},
+        "humanoid": {"humanBones": [{"bone": "head", "node": 0}]},
+        "blendShapeMaster": {"blendShapeGroups": [
+            {"name": "A", "presetName": "a", "binds": [{"mesh": 0, "index": 0, "weight": 100}]},
+            {"name": "Blink", "presetName": "blink", "binds": [{"mesh": 0, "index": 0, "weight": 50}]},
+        ]},
+    }}
+    model = load_avatar(write_glb(tmp_path, document, blob, "vowels.vrm"))
+    assert model.info["format"] == "VRM 0.x" and model.info["meta"]["title"] == "Vowels"
+    assert model.info["mapping"] == "vowels"
+    column = model.expr_dirs[:4, :, ARKIT_INDEX["jawOpen"]]
+    assert np.allclose(np.abs(column[:, 2]), 0.1)  # VRM 0.x faces -Z: turned to face +Z, so the push flips sign
+    assert np.allclose(np.abs(model.expr_dirs[:4, 2, ARKIT_INDEX["eyeBlinkLeft"]]), 0.5 * 0.5 * 0.1)
+    assert "jawOpen←aa" in model.info["fallback"]
+
+
+# ---------------------------------------------------------------- bad input
+
+
+def refused(path: Path) -> str:
+    with pytest.raises(AvatarFormatError) as caught:
+        load_avatar(path)
+    message = str(caught.value)
+    assert str(path) in message and "\n" not in message
+    return message
+
+
+def test_bad_json_is_refused_with_the_position(tmp_path):
+    gltf = tmp_path / "broken.gltf"
+    gltf.write_text('{"asset": {"version": "2.0"}, "nodes": [')
+    assert "not valid glTF JSON" in refused(gltf) and "line 1" in refused(gltf)
+    data = bytearray(glb_bytes(*quad()))
+    data[20:22] = b"{{"
+    (tmp_path / "bad.glb").write_bytes(bytes(data))
+    assert "not valid glTF JSON" in refused(tmp_path / "bad.glb")
+
+
+@pytest.mark.parametrize("change, expected", [
+    (lambda d: d["meshes"][0]["primitives"][0]["attributes"].update(POSITION=9), "refers to accessor 9"),
+    (lambda d: d["accessors"][0].update(count=5), "runs past the end of bufferView"),
+    (lambda d: d["bufferViews"][0].update(byteLength=4000), "runs past the end of its buffer"),
+    (lambda d: d["accessors"][0].update(byteOffset=40), "runs past the end of bufferView"),
+    (lambda d: d["accessors"][0].update(count=10**8), "claims 100000000 elements"),
+    (lambda d: d["buffers"][0].update(byteLength=10**6), "claims 1000000 bytes"),
+    (lambda d: d.update(extensionsRequired=["KHR_draco_mesh_compression"]), "Draco"),
+    (lambda d: d.update(extensionsUsed=["EXT_meshopt_compression"]), "meshopt"),
+    (lambda d: d["nodes"][0].update(children=[0]), "has child 0"),
+    (lambda d: d["asset"].update(version="1.0"), "glTF 2.x"),
+])
+def test_malformed_documents_are_refused_naming_the_reason(tmp_path, change, expected):
+    document, blob = quad()
+    change(document)
+    assert expected in refused(write_glb(tmp_path, document, blob))
+
+
+def test_indices_past_the_vertex_count_and_nan_positions_are_refused(tmp_path):
+    document, blob = quad()
+    bad_index = bytearray(blob)
+    bad_index[48:50] = struct.pack("<H", 4)
+    assert "index 4 ≥ its vertex count 4" in refused(write_glb(tmp_path, document, bytes(bad_index), "index.glb"))
+    nan = bytearray(blob)
+    nan[0:4] = struct.pack("<f", float("nan"))
+    assert "NaN" in refused(write_glb(tmp_path, document, bytes(nan), "nan.glb"))
+
+
+def test_a_claim_of_a_hundred_million_vertices_allocates_nothing_big(tmp_path):
+    document, blob = quad()
+    document["accessors"][0]["count"] = 10**8
+    document["bufferViews"][0]["byteLength"] = 12 * 10**8
+    document["buffers"][0]["byteLength"] = 12 * 10**8
+    path = write_glb(tmp_path, document, blob)
+    tracemalloc.start()
+    try:
+        refused(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 20 * 2**20  # the claim is 1.2 GB of positions
+
+
+def test_external_uris_outside_the_folder_or_on_the_network_are_refused(tmp_path):
+    document, blob = quad()
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "quad.bin").write_bytes(blob)
+    (tmp_path / "secret.bin").write_bytes(blob)
+    (tmp_path / "model" / "link.bin").symlink_to(tmp_path / "secret.bin")
+
+    def gltf(uri: str, name: str) -> Path:
+        document["buffers"][0]["uri"] = uri
+        path = tmp_path / "model" / name
+        path.write_text(json.dumps(document))
+        return path
+
+    assert load_avatar(gltf("quad.bin", "inside.gltf")).num_vertices == 4 + 55  # a file beside the model is read
+    for uri, name in (("http://example.com/quad.bin", "web.gltf"), ("../secret.bin", "up.gltf"),
+                      (str(tmp_path / "secret.bin"), "absolute.gltf"), ("link.bin", "link.gltf"),
+                      ("file:///etc/passwd", "scheme.gltf")):
+        message = refused(gltf(uri, name))
+        assert "refused" in message or "only files inside the model's folder" in message, message
+
+
+def test_a_refused_file_keeps_the_default_avatar_and_says_why(tmp_path):
+    path = tmp_path / "bad.vrm"
+    path.write_bytes(b"glTF" + b"\0" * 40)
+    model, problem = load_avatar_or_default(path)
+    assert model.name and problem is not None and str(path) in problem
+
+
+def test_fuzzed_glb_is_refused_or_loaded_never_crashes(tmp_path):
+    """1,000 mutations of a real GLB (byte flips, truncations, inserted runs, JSON number changes)."""
+    original = HUMANOID.read_bytes()
+    json_length = struct.unpack("<I", original[12:16])[0]
+    rng = random.Random(39)
+    outcomes = {"loaded": 0, "refused": 0}
+    for trial in range(1000):
+        data = bytearray(original)
+        kind = trial % 4
+        if kind == 0:
+            for _ in range(rng.randint(1, 20)):
+                data[rng.randrange(len(data))] = rng.randrange(256)
+        elif kind == 1:
+            data = data[: rng.randrange(len(data))]
+        elif kind == 2:
+            at = rng.randrange(20, 20 + json_length)
+            data[at:at] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 8)))
+        else:
+            text = data[20:20 + json_length].decode()
+            digits = [i for i, c in enumerate(text) if c.isdigit()]
+            for _ in range(rng.randint(1, 4)):
+                i = rng.choice(digits)
+                text = text[:i] + rng.choice(["9", "99999999", "-1", "0"]) + text[i + 1:]
+            data = bytearray(glb_bytes(text.encode(), original[20 + json_length + 8:]))
+        path = tmp_path / f"fuzz{trial % 8}.glb"
+        path.write_bytes(bytes(data))
+        try:
+            load_avatar(path)
+            outcomes["loaded"] += 1
+        except AvatarFormatError as error:
+            assert str(path) in str(error)
+            outcomes["refused"] += 1
+    assert outcomes["refused"] > 300 and sum(outcomes.values()) == 1000
+
+
+def test_arkit_names_in_other_spellings_are_matched(tmp_path):
+    document, blob = quad()
+    document["meshes"][0]["primitives"][0]["targets"] = [{"POSITION": 2}] * 3
+    document["meshes"][0]["extras"] = {"targetNames": ["eye_blink_L", "EyeBlinkRight", "blendShape1.mouthSmile_L"]}
+    model = load_avatar(write_glb(tmp_path, document, blob))
+    found = set(ARKIT_NAMES) - set(model.info["arkit_missing"])
+    assert found == {"eyeBlinkLeft", "eyeBlinkRight", "mouthSmileLeft"}
