@@ -137,6 +137,8 @@ class ApiServer:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="api-command")
         self._audio: deque[tuple[float, np.ndarray]] = deque(maxlen=AUDIO_QUEUE_CHUNKS)
         self._stopping = threading.Event()
+        self._batch_taken = threading.Event()  # set while no batch waits for the loop
+        self._batch_taken.set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner = None
         self._pump_thread: threading.Thread | None = None
@@ -200,8 +202,12 @@ class ApiServer:
         self._audio.append((media_time_s, samples.copy()))
 
     def _pump(self) -> None:
+        """Hand frames and audio to the loop, one batch at a time: while the loop is busy with the last batch the
+        frames wait in the engine's drop-oldest queue, so a stalled loop holds at most that queue's worth."""
         frames_queue = self._frames
         while not self._stopping.is_set():
+            if not self._batch_taken.wait(PUMP_WAIT_S):
+                continue
             first = frames_queue.get(timeout=PUMP_WAIT_S)
             frames = [first, *frames_queue.drain()] if first is not None else []
             audio = []
@@ -209,15 +215,20 @@ class ApiServer:
                 audio.append(self._audio.popleft())
             self.service.poll()
             if frames or audio:
-                self._call_soon(self._fanout, frames, audio)
+                self._batch_taken.clear()
+                if not self._call_soon(self._fanout, frames, audio):
+                    self._batch_taken.set()
 
-    def _call_soon(self, callback: Callable, *args) -> None:
+    def _call_soon(self, callback: Callable, *args) -> bool:
+        """Run `callback(*args)` on the loop soon; False when the loop is gone (the server is stopping)."""
         loop = self._loop
         if loop is not None and not loop.is_closed():
             try:
                 loop.call_soon_threadsafe(callback, *args)
-            except RuntimeError:  # the loop closed in between: the server is stopping
+                return True
+            except RuntimeError:  # the loop closed in between
                 pass
+        return False
 
     def _event_from_any_thread(self, kind: str, detail: dict) -> None:
         self._call_soon(self.broadcast_event, kind, detail)
@@ -225,6 +236,12 @@ class ApiServer:
     # ---------------------------------------------------------------- fan-out (event loop)
 
     def _fanout(self, frames: list, audio: list) -> None:
+        try:
+            self._send_out(frames, audio)
+        finally:
+            self._batch_taken.set()
+
+    def _send_out(self, frames: list, audio: list) -> None:
         clients = [client for client in self.clients if not client.closed]
         for frame in frames:
             text = None
