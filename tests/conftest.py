@@ -54,7 +54,7 @@ def _needs_x_display(request) -> None:
 from studio.avatar.model import AvatarModel, Material  # noqa: E402
 
 
-def make_synthetic_avatar(vertex_count: int = 600, seed: int = 0, moving_vertices: int = 60) -> AvatarModel:
+def make_random_avatar(vertex_count: int = 600, seed: int = 0, moving_vertices: int = 60) -> AvatarModel:
     """Random but valid avatar: every joint regressed from 5 vertices no expression moves."""
     rng = np.random.default_rng(seed)
     template = rng.normal(size=(vertex_count, 3)).astype(np.float32) * 0.3
@@ -93,5 +93,5 @@ def pulse_audio() -> str:
 
 
 @pytest.fixture
-def synthetic_avatar() -> AvatarModel:
-    return make_synthetic_avatar()
+def random_avatar() -> AvatarModel:
+    return make_random_avatar()

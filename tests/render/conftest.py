@@ -34,7 +34,9 @@ def _ellipsoid(center, radii, rings=24, segments=32):
     return np.asarray(center) + unit * radii, unit, np.array(faces)
 
 
-def make_synthetic_avatar() -> AvatarModel:
+def make_ellipsoid_avatar() -> AvatarModel:
+    """A figure of ellipsoids (head with eyes and mouth, torso, legs) with part colours and smooth jaw, blink and
+    smile shapes: something a camera frames and whose regions the render tests can find on screen."""
     pieces = [
         ("head", *_ellipsoid(HEAD_CENTER, HEAD_RADIUS, 40, 64)),
         ("torso", *_ellipsoid((0, 1.18, 0), (0.19, 0.3, 0.12))),
@@ -122,8 +124,8 @@ def make_synthetic_avatar() -> AvatarModel:
 
 
 @pytest.fixture(scope="session")
-def synthetic_avatar() -> AvatarModel:
-    return make_synthetic_avatar()
+def ellipsoid_avatar() -> AvatarModel:
+    return make_ellipsoid_avatar()
 
 
 @pytest.fixture

@@ -60,7 +60,7 @@ def feed_sink(tmp_path):
 
 
 @pytest.mark.parametrize("capture_rate", [None, 48000], ids=["negotiated rate", "48 kHz capture"])
-def test_monitored_voice_and_rendered_frames_line_up(feed_sink, tmp_path, synthetic_avatar, monkeypatch, capture_rate):
+def test_monitored_voice_and_rendered_frames_line_up(feed_sink, tmp_path, ellipsoid_avatar, monkeypatch, capture_rate):
     """Also with a microphone that only records at 48 kHz (as many do): its audio is resampled on the engine
     thread, in step with its blocks."""
     from collections import deque
@@ -84,7 +84,7 @@ def test_monitored_voice_and_rendered_frames_line_up(feed_sink, tmp_path, synthe
     engine.start()
     player = None
     try:
-        with OffscreenRenderer(synthetic_avatar, size=(160, 90)) as renderer:
+        with OffscreenRenderer(ellipsoid_avatar, size=(160, 90)) as renderer:
             deadline = time.monotonic() + 3.0
             while engine.monitor.clip is None and time.monotonic() < deadline:
                 time.sleep(0.01)

@@ -23,10 +23,10 @@ def _angle_cos(mesh: AvatarMesh) -> np.ndarray:
     return np.einsum("ij,ij->i", exact, mesh.normals[: mesh.num_shading])
 
 
-def test_morph_moves_only_the_prefix_and_blended_normals_track_the_exact_ones(synthetic_avatar):
-    mesh = AvatarMesh(synthetic_avatar)
+def test_morph_moves_only_the_prefix_and_blended_normals_track_the_exact_ones(ellipsoid_avatar):
+    mesh = AvatarMesh(ellipsoid_avatar)
     still = mesh.positions[mesh.num_moving :].copy()
-    assert 0 < mesh.num_moving < mesh.num_shading < synthetic_avatar.num_vertices
+    assert 0 < mesh.num_moving < mesh.num_shading < ellipsoid_avatar.num_vertices
     assert mesh.morph(_weights(jawOpen=1.0))
     assert np.array_equal(mesh.positions[mesh.num_moving :], still)
     assert _angle_cos(mesh).min() > 0.9999  # one shape at full weight: exact
@@ -47,8 +47,8 @@ def test_closed_outward_pieces_are_culled_and_others_keep_both_sides(make_ellips
     assert _two_sided_faces(mixed, points).all()  # inconsistent winding
 
 
-def test_synthetic_avatar_draws_mostly_with_back_faces_culled(synthetic_avatar):
-    assert (~AvatarMesh(synthetic_avatar).two_sided).mean() > 0.9
+def test_ellipsoid_avatar_draws_mostly_with_back_faces_culled(ellipsoid_avatar):
+    assert (~AvatarMesh(ellipsoid_avatar).two_sided).mean() > 0.9
 
 
 def test_kinematics_rotates_children_about_their_parent_joint():
@@ -63,11 +63,11 @@ def test_kinematics_rotates_children_about_their_parent_joint():
     np.testing.assert_allclose(head_top[:3], [1.0 - 0.2, 1.4, 0], atol=1e-9)
 
 
-def test_cpu_posing_matches_the_numpy_reference(synthetic_avatar):
+def test_cpu_posing_matches_the_numpy_reference(ellipsoid_avatar):
     """The renderer's per-frame path (sparse morph, four joints per vertex) against `lbs`."""
     rng = np.random.default_rng(3)
     betas, arkit = rng.normal(size=10), rng.random(52)
     pose, transl = rng.normal(size=(55, 3)) * 0.4, rng.normal(size=3)
-    reference, _ = lbs(synthetic_avatar, betas, arkit, pose, transl)
-    posed = AvatarMesh(synthetic_avatar, betas).posed_vertices(FrameState(arkit=arkit, pose=pose, transl=transl))
+    reference, _ = lbs(ellipsoid_avatar, betas, arkit, pose, transl)
+    posed = AvatarMesh(ellipsoid_avatar, betas).posed_vertices(FrameState(arkit=arkit, pose=pose, transl=transl))
     assert np.abs(posed - reference).max() < 1e-4

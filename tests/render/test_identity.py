@@ -10,8 +10,8 @@ from studio.engine.motion import relaxed_rest_pose
 from studio.frame import FrameState
 
 
-def test_the_same_neutral_pose_matches_and_a_drifted_one_does_not(synthetic_avatar):
-    check = IdentityCheck(synthetic_avatar, size=(128, 128))
+def test_the_same_neutral_pose_matches_and_a_drifted_one_does_not(ellipsoid_avatar):
+    check = IdentityCheck(ellipsoid_avatar, size=(128, 128))
     try:
         neutral = FrameState(pose=relaxed_rest_pose())
         assert check(neutral) == 1.0  # the first render is the reference
@@ -23,8 +23,8 @@ def test_the_same_neutral_pose_matches_and_a_drifted_one_does_not(synthetic_avat
         check.close()
 
 
-def test_rendering_for_hours_and_swapping_avatars_leave_no_gl_objects_behind(synthetic_avatar):
-    check = IdentityCheck(synthetic_avatar, size=(96, 96))
+def test_rendering_for_hours_and_swapping_avatars_leave_no_gl_objects_behind(ellipsoid_avatar):
+    check = IdentityCheck(ellipsoid_avatar, size=(96, 96))
     try:
         canvas = check.renderer.canvas
         idle = IdleAnimator()
@@ -35,7 +35,7 @@ def test_rendering_for_hours_and_swapping_avatars_leave_no_gl_objects_behind(syn
             check.renderer.render(idle.frame_at(index * 0.5))
         assert live_gl_objects(canvas) == baseline
         for _ in range(3):  # a user opening avatars: the previous one's buffers must be released
-            check.renderer.view.set_avatar(synthetic_avatar)
+            check.renderer.view.set_avatar(ellipsoid_avatar)
             gc.collect()
             check.renderer.render(idle.frame_at(1.0))
         assert live_gl_objects(canvas) == baseline

@@ -27,8 +27,8 @@ GREEN = np.round(np.array(CHROMA_GREEN[:3]) * 255).astype(int)
 
 
 @pytest.fixture(scope="module")
-def renderer(synthetic_avatar):
-    with OffscreenRenderer(synthetic_avatar, size=SIZE, background="chroma", camera="head") as r:
+def renderer(ellipsoid_avatar):
+    with OffscreenRenderer(ellipsoid_avatar, size=SIZE, background="chroma", camera="head") as r:
         yield r
 
 
@@ -79,19 +79,19 @@ def test_frame_is_drawn_where_the_avatar_projects(renderer):
     assert px[:, 1].min() - 2 <= ys.min() and ys.max() <= px[:, 1].max() + 2
 
 
-def test_mouth_region_changes_when_jaw_opens(renderer, synthetic_avatar):
+def test_mouth_region_changes_when_jaw_opens(renderer, ellipsoid_avatar):
     closed = renderer.render(FrameState())
     opened = renderer.render(FrameState(arkit=_weights(jawOpen=1.0)))
-    mouth = _screen_box(renderer, synthetic_avatar, "jawOpen")
+    mouth = _screen_box(renderer, ellipsoid_avatar, "jawOpen")
     changed = _changed(closed, opened)
     assert changed[mouth].mean() > 0.1
     assert changed[~mouth].mean() < 0.2 * changed[mouth].mean()
 
 
-def test_left_eye_region_changes_on_blink_and_sits_on_the_viewers_right(renderer, synthetic_avatar):
+def test_left_eye_region_changes_on_blink_and_sits_on_the_viewers_right(renderer, ellipsoid_avatar):
     open_eyes = renderer.render(FrameState())
     blink = renderer.render(FrameState(arkit=_weights(eyeBlinkLeft=1.0)))
-    eye = _screen_box(renderer, synthetic_avatar, "eyeBlinkLeft")
+    eye = _screen_box(renderer, ellipsoid_avatar, "eyeBlinkLeft")
     changed = _changed(open_eyes, blink)
     assert changed[eye].mean() > 0.05
     assert changed[~eye].mean() < 0.2 * changed[eye].mean()
@@ -135,62 +135,62 @@ def test_unknown_background_names_the_allowed_modes(renderer):
     assert all(mode in str(error.value) for mode in BACKGROUNDS)
 
 
-def test_gpu_and_cpu_skinning_draw_the_same_posed_avatar(synthetic_avatar):
+def test_gpu_and_cpu_skinning_draw_the_same_posed_avatar(ellipsoid_avatar):
     pose = np.zeros((NUM_JOINTS, 3), np.float32)
     pose[JOINT_INDEX["head"]] = (0.2, 0.5, 0.1)
     pose[JOINT_INDEX["left_hip"]] = (-0.7, 0.0, 0.2)
     state = FrameState(arkit=_weights(jawOpen=0.7, eyeBlinkLeft=1.0), pose=pose, transl=(0.05, 0.0, 0.1))
     images = {}
     for path in ("gpu", "cpu"):
-        with OffscreenRenderer(synthetic_avatar, size=SIZE, background="chroma", skinning=path) as r:
+        with OffscreenRenderer(ellipsoid_avatar, size=SIZE, background="chroma", skinning=path) as r:
             images[path] = r.render(state)
     assert _changed(images["gpu"], images["cpu"]).mean() < 0.002
 
 
 @pytest.mark.parametrize("correctives", [False, True], ids=["no_pose_correctives", "pose_correctives"])
-def test_cpu_pose_matches_the_reference_lbs(synthetic_avatar, correctives):
+def test_cpu_pose_matches_the_reference_lbs(ellipsoid_avatar, correctives):
     from render.avatar_visual import AvatarMesh
     from studio.avatar import skinning
 
     rng = np.random.default_rng(3)
     if correctives:
-        pose_dirs = np.zeros((synthetic_avatar.num_vertices, 3, NUM_POSE_CORRECTIVES), np.float32)
+        pose_dirs = np.zeros((ellipsoid_avatar.num_vertices, 3, NUM_POSE_CORRECTIVES), np.float32)
         pose_dirs[::7] = rng.normal(0, 0.002, pose_dirs[::7].shape)
-        synthetic_avatar = dataclasses.replace(synthetic_avatar, pose_dirs=pose_dirs)
+        ellipsoid_avatar = dataclasses.replace(ellipsoid_avatar, pose_dirs=pose_dirs)
     pose = rng.normal(0, 0.3, (NUM_JOINTS, 3)).astype(np.float32)
     arkit = rng.uniform(0, 1, len(ARKIT_NAMES)).astype(np.float32)
     transl = np.array([0.1, -0.05, 0.2], np.float32)
     betas = np.array([1.5, 0.0], np.float32)
-    ours = AvatarMesh(synthetic_avatar, betas).posed_vertices(FrameState(arkit=arkit, pose=pose, transl=transl))
-    reference, _ = skinning.lbs(synthetic_avatar, betas, arkit, pose, transl)
+    ours = AvatarMesh(ellipsoid_avatar, betas).posed_vertices(FrameState(arkit=arkit, pose=pose, transl=transl))
+    reference, _ = skinning.lbs(ellipsoid_avatar, betas, arkit, pose, transl)
     np.testing.assert_allclose(ours, reference, atol=1e-4)
 
 
-def test_unknown_skinning_path_is_refused(synthetic_avatar):
+def test_unknown_skinning_path_is_refused(ellipsoid_avatar):
     from render.avatar_visual import AvatarVisual
 
     with pytest.raises(ValueError, match="gpu, cpu"):
-        AvatarVisual(synthetic_avatar, skinning="fast")
+        AvatarVisual(ellipsoid_avatar, skinning="fast")
 
 
-def test_selftest_passes_on_a_moving_face(synthetic_avatar):
+def test_selftest_passes_on_a_moving_face(ellipsoid_avatar):
     lines: list[str] = []
-    assert run_selftest(synthetic_avatar, out=lines.append)
+    assert run_selftest(ellipsoid_avatar, out=lines.append)
     assert sum(line.startswith("PASS") for line in lines) == 4
 
 
-def test_selftest_fails_when_the_face_cannot_move(synthetic_avatar):
+def test_selftest_fails_when_the_face_cannot_move(ellipsoid_avatar):
     frozen = AvatarModel(
         name="frozen",
-        v_template=synthetic_avatar.v_template.copy(),
-        faces=synthetic_avatar.faces.copy(),
-        joint_regressor=synthetic_avatar.joint_regressor.copy(),
-        skin_weights=synthetic_avatar.skin_weights.copy(),
-        shape_dirs=synthetic_avatar.shape_dirs.copy(),
-        expr_dirs=np.zeros_like(synthetic_avatar.expr_dirs),
-        part_labels=synthetic_avatar.part_labels.copy(),
-        part_names=synthetic_avatar.part_names,
-        vertex_colors=synthetic_avatar.vertex_colors.copy(),
+        v_template=ellipsoid_avatar.v_template.copy(),
+        faces=ellipsoid_avatar.faces.copy(),
+        joint_regressor=ellipsoid_avatar.joint_regressor.copy(),
+        skin_weights=ellipsoid_avatar.skin_weights.copy(),
+        shape_dirs=ellipsoid_avatar.shape_dirs.copy(),
+        expr_dirs=np.zeros_like(ellipsoid_avatar.expr_dirs),
+        part_labels=ellipsoid_avatar.part_labels.copy(),
+        part_names=ellipsoid_avatar.part_names,
+        vertex_colors=ellipsoid_avatar.vertex_colors.copy(),
     )
     lines: list[str] = []
     assert not run_selftest(frozen, out=lines.append), lines
@@ -202,7 +202,7 @@ _CHILD_PRELUDE = f"""
 import json, sys
 sys.path[:0] = [{str(REPO)!r}, {str(REPO / "tests" / "render")!r}]
 import numpy as np
-from conftest import make_synthetic_avatar
+from conftest import make_ellipsoid_avatar
 from studio.frame import FrameState
 """
 
@@ -222,7 +222,7 @@ def test_offscreen_renders_with_no_display_at_all():
     report = _run_child(
         """
         from render.offscreen import OffscreenRenderer
-        with OffscreenRenderer(make_synthetic_avatar(), size=(160, 90), background="chroma") as r:
+        with OffscreenRenderer(make_ellipsoid_avatar(), size=(160, 90), background="chroma") as r:
             image = r.render(FrameState())
             green = np.abs(image[..., :3].astype(int) - (0, 177, 64)).max(-1) <= 6
             print(json.dumps({"backend": r.app_backend, "drawn": float((~green).mean())}))
@@ -244,7 +244,7 @@ def test_qt_canvas_under_xvfb_draws_and_offscreen_reuses_the_qt_app():
         from vispy import scene
         from render.scene import AvatarView
         from render.offscreen import OffscreenRenderer
-        avatar = make_synthetic_avatar()
+        avatar = make_ellipsoid_avatar()
         canvas = scene.SceneCanvas(app="pyside6", size=(320, 180), show=True)
         view = AvatarView(canvas, avatar, background="chroma", camera="head")
         view.set_frame(FrameState())
@@ -266,14 +266,14 @@ def test_qt_canvas_under_xvfb_draws_and_offscreen_reuses_the_qt_app():
     assert report["offscreen_drawn"] > 0.01
 
 
-def test_lights_follow_the_camera_after_orbit_and_zoom(synthetic_avatar):
+def test_lights_follow_the_camera_after_orbit_and_zoom(ellipsoid_avatar):
     """An orbited camera must light the avatar exactly as a camera that started there."""
-    with OffscreenRenderer(synthetic_avatar, size=SIZE, background="chroma", camera="head") as moved:
+    with OffscreenRenderer(ellipsoid_avatar, size=SIZE, background="chroma", camera="head") as moved:
         moved.render(FrameState())
         moved.view.orbit(40.0, 10.0)
         moved.view.zoom(0.8)
         after_orbit = moved.render(FrameState())
-    with OffscreenRenderer(synthetic_avatar, size=SIZE, background="chroma", camera="head") as fresh:
+    with OffscreenRenderer(ellipsoid_avatar, size=SIZE, background="chroma", camera="head") as fresh:
         fresh.view.orbit(40.0, 10.0)
         fresh.view.zoom(0.8)
         direct = fresh.render(FrameState())
@@ -286,10 +286,10 @@ def test_default_avatar_passes_the_selftest():
     assert run_selftest(out=lines.append), lines
 
 
-def test_supersampling_gives_partial_coverage_on_edges_and_keeps_the_size(synthetic_avatar):
+def test_supersampling_gives_partial_coverage_on_edges_and_keeps_the_size(ellipsoid_avatar):
     coverage = {}
     for factor in (1, 2):
-        with OffscreenRenderer(synthetic_avatar, size=SIZE, background="transparent", supersample=factor) as r:
+        with OffscreenRenderer(ellipsoid_avatar, size=SIZE, background="transparent", supersample=factor) as r:
             image = r.render(FrameState())
         assert image.shape == (SIZE[1], SIZE[0], 4)
         coverage[factor] = int(((image[..., 3] > 0) & (image[..., 3] < 255)).sum())
@@ -297,11 +297,11 @@ def test_supersampling_gives_partial_coverage_on_edges_and_keeps_the_size(synthe
     assert coverage[2] > 50
 
 
-def test_bad_render_sizes_are_refused_clearly(synthetic_avatar):
+def test_bad_render_sizes_are_refused_clearly(ellipsoid_avatar):
     with pytest.raises(ValueError, match="16..8192"):
-        OffscreenRenderer(synthetic_avatar, size=(8, 8))
+        OffscreenRenderer(ellipsoid_avatar, size=(8, 8))
     with pytest.raises(ValueError, match="supersample"):
-        OffscreenRenderer(synthetic_avatar, size=SIZE, supersample=5)
+        OffscreenRenderer(ellipsoid_avatar, size=SIZE, supersample=5)
 
 
 def test_downsample_averages_colour_by_coverage():

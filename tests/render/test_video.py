@@ -26,9 +26,9 @@ def _tone(seconds: float, rate: int = 48000) -> np.ndarray:
     return (0.2 * np.sin(2 * np.pi * 220 * t)).astype(np.float32)
 
 
-def test_one_second_with_audio_round_trips(tmp_path, synthetic_avatar):
+def test_one_second_with_audio_round_trips(tmp_path, ellipsoid_avatar):
     out = tmp_path / "take.mp4"
-    written = render_video(_talking(FPS), out, fps=FPS, size=SIZE, audio=(_tone(1.0), 48000), avatar=synthetic_avatar)
+    written = render_video(_talking(FPS), out, fps=FPS, size=SIZE, audio=(_tone(1.0), 48000), avatar=ellipsoid_avatar)
     assert written["frames"] == FPS
     probe = probe_video(out)
     assert probe["frames"] == FPS
@@ -40,9 +40,9 @@ def test_one_second_with_audio_round_trips(tmp_path, synthetic_avatar):
     assert [p.name for p in tmp_path.iterdir()] == ["take.mp4"]
 
 
-def test_video_without_audio_has_no_audio_stream(tmp_path, synthetic_avatar):
+def test_video_without_audio_has_no_audio_stream(tmp_path, ellipsoid_avatar):
     out = tmp_path / "silent.mp4"
-    render_video(_talking(5), out, fps=FPS, size=(320, 180), avatar=synthetic_avatar, background="chroma")
+    render_video(_talking(5), out, fps=FPS, size=(320, 180), avatar=ellipsoid_avatar, background="chroma")
     probe = probe_video(out)
     assert probe["frames"] == 5 and not probe["has_audio"] and probe["audio_duration_s"] is None
 
@@ -52,32 +52,32 @@ def _failing_after(count: int):
     raise RuntimeError("engine stopped midway")
 
 
-def test_failure_midway_keeps_the_previous_file_and_leaves_no_partial(tmp_path, synthetic_avatar):
+def test_failure_midway_keeps_the_previous_file_and_leaves_no_partial(tmp_path, ellipsoid_avatar):
     out = tmp_path / "take.mp4"
-    render_video(_talking(3), out, fps=FPS, size=(320, 180), avatar=synthetic_avatar)
+    render_video(_talking(3), out, fps=FPS, size=(320, 180), avatar=ellipsoid_avatar)
     before = out.read_bytes()
     with pytest.raises(RuntimeError, match="engine stopped midway"):
-        render_video(_failing_after(10), out, fps=FPS, size=(320, 180), avatar=synthetic_avatar)
+        render_video(_failing_after(10), out, fps=FPS, size=(320, 180), avatar=ellipsoid_avatar)
     assert out.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["take.mp4"]
 
 
-def test_failure_on_a_new_path_leaves_nothing(tmp_path, synthetic_avatar):
+def test_failure_on_a_new_path_leaves_nothing(tmp_path, ellipsoid_avatar):
     with pytest.raises(RuntimeError):
-        render_video(_failing_after(4), tmp_path / "new.mp4", fps=FPS, size=(320, 180), avatar=synthetic_avatar)
+        render_video(_failing_after(4), tmp_path / "new.mp4", fps=FPS, size=(320, 180), avatar=ellipsoid_avatar)
     assert list(tmp_path.iterdir()) == []
 
 
-def test_empty_frames_and_bad_arguments_are_refused_clearly(tmp_path, synthetic_avatar):
+def test_empty_frames_and_bad_arguments_are_refused_clearly(tmp_path, ellipsoid_avatar):
     out = tmp_path / "x.mp4"
     with pytest.raises(ValueError, match="no frames"):
-        render_video(iter(()), out, fps=FPS, size=(320, 180), avatar=synthetic_avatar)
+        render_video(iter(()), out, fps=FPS, size=(320, 180), avatar=ellipsoid_avatar)
     with pytest.raises(ValueError, match="even width and height"):
-        render_video(_talking(1), out, size=(321, 180), avatar=synthetic_avatar)
+        render_video(_talking(1), out, size=(321, 180), avatar=ellipsoid_avatar)
     with pytest.raises(ValueError, match="sample_rate"):
-        render_video(_talking(1), out, size=(320, 180), audio=(_tone(0.1), 44100.5), avatar=synthetic_avatar)
+        render_video(_talking(1), out, size=(320, 180), audio=(_tone(0.1), 44100.5), avatar=ellipsoid_avatar)
     with pytest.raises(ValueError, match="does not exist"):
-        render_video(_talking(1), tmp_path / "missing" / "x.mp4", size=(320, 180), avatar=synthetic_avatar)
+        render_video(_talking(1), tmp_path / "missing" / "x.mp4", size=(320, 180), avatar=ellipsoid_avatar)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -90,7 +90,7 @@ def test_probe_names_a_file_that_is_not_a_video(tmp_path):
         probe_video(tmp_path / "missing.mp4")
 
 
-def test_audio_from_a_file_is_streamed_in_chunks_and_muxed_whole(tmp_path, synthetic_avatar):
+def test_audio_from_a_file_is_streamed_in_chunks_and_muxed_whole(tmp_path, ellipsoid_avatar):
     import soundfile
 
     from studio.engine.audio_file import AudioFileStream
@@ -99,7 +99,7 @@ def test_audio_from_a_file_is_streamed_in_chunks_and_muxed_whole(tmp_path, synth
     soundfile.write(wav, np.stack([_tone(1.5), _tone(1.5)], axis=1), 48000)
     stream = AudioFileStream(wav, chunk_s=0.1)
     out = tmp_path / "take.mp4"
-    written = render_video(_talking(45), out, fps=FPS, size=(320, 180), audio=stream, avatar=synthetic_avatar)
+    written = render_video(_talking(45), out, fps=FPS, size=(320, 180), audio=stream, avatar=ellipsoid_avatar)
     assert written["audio_samples"] == int(1.5 * 48000)
     probe = probe_video(out)
     assert probe["has_audio"] and probe["audio_duration_s"] == pytest.approx(1.5, abs=0.05)

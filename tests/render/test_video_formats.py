@@ -13,25 +13,25 @@ SIZE = (160, 96)
 
 
 @pytest.mark.parametrize("suffix", [".mov", ".webm"])
-def test_a_transparent_background_keeps_its_alpha(tmp_path, synthetic_avatar, suffix):
+def test_a_transparent_background_keeps_its_alpha(tmp_path, ellipsoid_avatar, suffix):
     out = tmp_path / f"clear{suffix}"
-    render_video(FRAMES, out, fps=4, size=SIZE, avatar=synthetic_avatar, background="transparent", camera="head")
+    render_video(FRAMES, out, fps=4, size=SIZE, avatar=ellipsoid_avatar, background="transparent", camera="head")
     assert alpha_range(out) == (0, 255), "clear around the avatar, opaque on it"
 
 
-def test_mov_is_a_quicktime_file_and_mp4_an_mp4(tmp_path, synthetic_avatar):
+def test_mov_is_a_quicktime_file_and_mp4_an_mp4(tmp_path, ellipsoid_avatar):
     for name, brand in (("clip.mov", b"qt  "), ("clip.mp4", b"isom")):
         out = tmp_path / name
-        render_video(FRAMES, out, fps=4, size=SIZE, avatar=synthetic_avatar)
+        render_video(FRAMES, out, fps=4, size=SIZE, avatar=ellipsoid_avatar)
         head = out.read_bytes()[:12]
         assert head[4:8] == b"ftyp" and head[8:12] == brand, (name, head)
 
 
-def test_a_transparent_mp4_is_refused_and_nothing_is_written(tmp_path, synthetic_avatar):
+def test_a_transparent_mp4_is_refused_and_nothing_is_written(tmp_path, ellipsoid_avatar):
     out = tmp_path / "clear.mp4"
     with pytest.raises(ValueError, match=r"\.mp4 cannot keep a transparent background; use \.mov \(prores_ks\) "
                                          r"or \.webm \(libvpx-vp9\)"):
-        render_video(FRAMES, out, fps=4, size=SIZE, avatar=synthetic_avatar, background="transparent")
+        render_video(FRAMES, out, fps=4, size=SIZE, avatar=ellipsoid_avatar, background="transparent")
     assert not list(tmp_path.iterdir())
     with pytest.raises(ValueError, match=r"video files end in \.mp4, \.mov, \.webm"):
         video_format(tmp_path / "clip.avi")

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import make_synthetic_avatar
+from tests.conftest import make_random_avatar
 from widgets.main_window import MainWindow
 from widgets.models import EngineController
 
 
 @pytest.fixture
 def window(qtbot, studio_home):
-    win = MainWindow(make_synthetic_avatar(), show_dialogs=False, engine=EngineController())
+    win = MainWindow(make_random_avatar(), show_dialogs=False, engine=EngineController())
     qtbot.addWidget(win)
     win.show()
     qtbot.waitExposed(win)

@@ -15,7 +15,7 @@ from studio.drift_model import DriftModel
 from studio.frame import FrameState
 from studio.recording.recorder import take_manifest
 from studio.recording.session import write_take
-from tests.conftest import make_synthetic_avatar
+from tests.conftest import make_random_avatar
 from tests.studio.test_drift_model import drifting_engine, run_session
 from widgets.drift_dock import DriftPanel
 from widgets.main_window import MainWindow
@@ -63,7 +63,7 @@ def _menu_actions(actions) -> list:
 
 
 def test_the_main_window_has_a_drift_dock_next_to_latency(qtbot, studio_home):
-    window = MainWindow(make_synthetic_avatar(), engine=EngineController(lambda: None), show_dialogs=False,
+    window = MainWindow(make_random_avatar(), engine=EngineController(lambda: None), show_dialogs=False,
                         persist_layout=False)
     qtbot.addWidget(window)
     window.show()
@@ -75,7 +75,7 @@ def test_the_main_window_has_a_drift_dock_next_to_latency(qtbot, studio_home):
 
 
 def test_the_window_checks_identity_with_its_own_canvas_at_a_fixed_camera(qtbot, studio_home):
-    avatar = make_synthetic_avatar()
+    avatar = make_random_avatar()
     window = MainWindow(avatar, engine=EngineController(lambda: None), show_dialogs=False, persist_layout=False)
     qtbot.addWidget(window)
     window.show()
@@ -137,7 +137,7 @@ class DriftWatch:
 
 @pytest.fixture
 def watch(qtbot, studio_home, tmp_path, pulse_audio):
-    window = MainWindow(make_synthetic_avatar(), show_dialogs=False, persist_layout=False,
+    window = MainWindow(make_random_avatar(), show_dialogs=False, persist_layout=False,
                         recordings_root=tmp_path / "takes")
     qtbot.addWidget(window)
     window.show()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from PySide6.QtWidgets import QMessageBox
 
-from tests.conftest import make_synthetic_avatar
+from tests.conftest import make_random_avatar
 from tests.widgets.test_commands import run_headless
 from widgets.main_window import MainWindow
 from widgets.models import EngineController
@@ -28,7 +28,7 @@ def _plain(message: str, path) -> None:
 
 def test_play_audio_file_names_a_non_audio_file_in_a_dialog_that_stays(qtbot, studio_home, not_audio):
     engine = EngineController()
-    window = MainWindow(make_synthetic_avatar(), engine=engine, show_dialogs=True, persist_layout=False)
+    window = MainWindow(make_random_avatar(), engine=engine, show_dialogs=True, persist_layout=False)
     qtbot.addWidget(window)
     window.show()
     try:

@@ -14,7 +14,7 @@ from studio.avatar.arkit import ARKIT_INDEX
 from studio.avatar.skeleton import JOINT_INDEX
 from studio.frame import FrameState
 from studio.presets import ExpressionStyle, Persona, Voice
-from tests.conftest import make_synthetic_avatar
+from tests.conftest import make_random_avatar
 from widgets.main_window import MainWindow, SpeakTextDialog
 from widgets.models import EngineController
 from widgets.settings import default_layout_path
@@ -30,7 +30,7 @@ def open_window(qtbot, studio_home):
 
     def build(show_dialogs: bool = False, **kwargs) -> MainWindow:
         kwargs.setdefault("engine", EngineController(_no_engine))
-        window = MainWindow(make_synthetic_avatar(), show_dialogs=show_dialogs, **kwargs)
+        window = MainWindow(make_random_avatar(), show_dialogs=show_dialogs, **kwargs)
         qtbot.addWidget(window)
         window.show()
         qtbot.waitExposed(window)
@@ -147,7 +147,7 @@ def test_a_bad_avatar_file_keeps_the_current_avatar_and_says_why(open_window, tm
 def test_a_good_avatar_file_replaces_the_avatar(open_window, tmp_path):
     from studio.avatar.io import save_avatar
 
-    other = make_synthetic_avatar(seed=3)
+    other = make_random_avatar(seed=3)
     path = tmp_path / "other.npz"
     save_avatar(other, path)
     window = open_window()
@@ -211,7 +211,7 @@ def test_run_gui_opens_the_avatar_with_the_presets_latency_target_and_returns_0_
     from widgets.main_window import run_gui
 
     path = tmp_path / "mine.npz"
-    save_avatar(make_synthetic_avatar(seed=5), path)
+    save_avatar(make_random_avatar(seed=5), path)
     seen = {}
 
     def inspect_and_close():

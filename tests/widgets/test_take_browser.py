@@ -16,7 +16,7 @@ from studio.recording.livelink import write_livelink_csv
 from studio.recording.recorder import take_manifest
 from studio.recording.session import write_take
 from studio.recording.take import MANIFEST, open_take
-from tests.conftest import make_synthetic_avatar
+from tests.conftest import make_random_avatar
 from widgets.main_window import MainWindow
 from widgets.models import EngineController
 
@@ -26,7 +26,7 @@ def window(qtbot, studio_home, tmp_path):
     os.environ.setdefault("EGL_PLATFORM", "surfaceless")
 
     def build(**kwargs) -> MainWindow:
-        win = MainWindow(make_synthetic_avatar(), show_dialogs=False, persist_layout=False,
+        win = MainWindow(make_random_avatar(), show_dialogs=False, persist_layout=False,
                          recordings_root=tmp_path / "takes", **kwargs)
         qtbot.addWidget(win)
         win.show()

@@ -19,7 +19,7 @@ from studio.presets import persona_by_name
 from studio.recording.recorder import take_manifest
 from studio.recording.session import write_take
 from studio.recording.take import open_take
-from tests.conftest import make_synthetic_avatar
+from tests.conftest import make_random_avatar
 from widgets.main_window import MainWindow
 from widgets.models import EngineController
 
@@ -32,7 +32,7 @@ def window(qtbot, studio_home, tmp_path):
 
     def build(real_engine: bool = False) -> MainWindow:
         engine = EngineController() if real_engine else None
-        win = MainWindow(make_synthetic_avatar(), show_dialogs=False, persist_layout=False, engine=engine,
+        win = MainWindow(make_random_avatar(), show_dialogs=False, persist_layout=False, engine=engine,
                          persona=persona_by_name("default"), recordings_root=tmp_path / "takes")
         qtbot.addWidget(win)
         win.show()

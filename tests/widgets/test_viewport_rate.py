@@ -6,7 +6,7 @@ import numpy as np
 from PySide6.QtGui import QImage
 
 from studio.presets import preset_by_name
-from tests.conftest import make_synthetic_avatar
+from tests.conftest import make_random_avatar
 from widgets.main_window import MainWindow
 from widgets.models import EngineController
 
@@ -21,7 +21,7 @@ def _pixels(image: QImage) -> np.ndarray:
 
 
 def test_present_timer_follows_the_preset_and_half_resolution_looks_like_full(qtbot, studio_home):
-    window = MainWindow(make_synthetic_avatar(), engine=EngineController(_no_engine), show_dialogs=False,
+    window = MainWindow(make_random_avatar(), engine=EngineController(_no_engine), show_dialogs=False,
                         persist_layout=False, preset=preset_by_name("default"))
     qtbot.addWidget(window)
     window.show()

@@ -13,7 +13,7 @@ from PySide6.QtCore import QPoint, QPointF, Qt
 from PySide6.QtGui import QWheelEvent
 from PySide6.QtWidgets import QApplication
 
-from tests.conftest import make_synthetic_avatar
+from tests.conftest import make_random_avatar
 from tests.studio.engine.helpers import two_sentences
 from widgets.latency_dock import LatencyPanel
 from widgets.level_meter import LevelMeter
@@ -29,7 +29,7 @@ def _no_engine():
 def open_window(qtbot, studio_home):
     def build(**kwargs) -> MainWindow:
         kwargs.setdefault("engine", EngineController(_no_engine))
-        window = MainWindow(make_synthetic_avatar(), show_dialogs=False, **kwargs)
+        window = MainWindow(make_random_avatar(), show_dialogs=False, **kwargs)
         qtbot.addWidget(window)
         window.show()
         qtbot.waitExposed(window)

@@ -15,7 +15,7 @@ from PySide6.QtWidgets import QDockWidget
 
 from studio.presets import Persona, PresetError, persona_by_name
 from studio.workspaces import WORKSPACES
-from tests.conftest import make_synthetic_avatar
+from tests.conftest import make_random_avatar
 from widgets.main_window import MainWindow
 from widgets.models import EngineController
 from widgets.settings import default_layout_path
@@ -32,7 +32,7 @@ def open_window(qtbot, studio_home):
     """build(persist_layout=True) → a shown window with the teacher persona (its layout goes under studio_home)."""
 
     def build(persist_layout: bool = True) -> MainWindow:
-        window = MainWindow(make_synthetic_avatar(), engine=EngineController(_no_engine), show_dialogs=False,
+        window = MainWindow(make_random_avatar(), engine=EngineController(_no_engine), show_dialogs=False,
                             persist_layout=persist_layout, persona=persona_by_name("teacher"))
         qtbot.addWidget(window)
         window.show()
@@ -279,7 +279,7 @@ def test_panels_tabbed_together_to_fit_a_small_window_come_apart_when_it_grows_a
 def test_a_persona_whose_hotkey_a_workspace_now_uses_still_opens_and_says_which_key_is_unbound(qtbot, studio_home):
     teacher = persona_by_name("teacher")
     persona = Persona.model_validate({**teacher.model_dump(), "hotkeys": {"warm smile": "Ctrl+2", "thinking": "3"}})
-    window = MainWindow(make_synthetic_avatar(), engine=EngineController(_no_engine), show_dialogs=False,
+    window = MainWindow(make_random_avatar(), engine=EngineController(_no_engine), show_dialogs=False,
                         persist_layout=False, persona=persona)
     qtbot.addWidget(window)
     window.show()

@@ -13,20 +13,20 @@ from studio.avatar.io import load_avatar, load_avatar_or_default, save_avatar, s
 from studio.avatar.model import AvatarFormatError
 
 
-def test_round_trip_keeps_every_array(tmp_path, synthetic_avatar):
+def test_round_trip_keeps_every_array(tmp_path, random_avatar):
     path = tmp_path / "a.npz"
-    save_avatar(synthetic_avatar, path)
+    save_avatar(random_avatar, path)
     loaded = load_avatar(path)
     for name in ("v_template", "faces", "joint_regressor", "skin_weights", "shape_dirs", "expr_dirs", "part_labels"):
-        assert np.array_equal(getattr(loaded, name), getattr(synthetic_avatar, name)), name
-    assert loaded.part_names == synthetic_avatar.part_names
-    assert loaded.materials == synthetic_avatar.materials
+        assert np.array_equal(getattr(loaded, name), getattr(random_avatar, name)), name
+    assert loaded.part_names == random_avatar.part_names
+    assert loaded.materials == random_avatar.materials
     assert loaded.has_arkit_expressions
 
 
-def test_arrays_are_read_only(synthetic_avatar):
+def test_arrays_are_read_only(random_avatar):
     with pytest.raises(ValueError):
-        synthetic_avatar.v_template[0, 0] = 1.0
+        random_avatar.v_template[0, 0] = 1.0
 
 
 def _write_npz(path, arrays):
@@ -45,8 +45,8 @@ def _write_npz(path, arrays):
         (lambda a: a["weights"].__setitem__((3, 0), 5.0), "'weights' row 3 sums to"),
     ],
 )
-def test_malformed_files_are_refused_with_the_file_and_the_problem(tmp_path, synthetic_avatar, mutate, expected):
-    arrays = {k: np.array(v) for k, v in smplx_arrays(synthetic_avatar).items()}
+def test_malformed_files_are_refused_with_the_file_and_the_problem(tmp_path, random_avatar, mutate, expected):
+    arrays = {k: np.array(v) for k, v in smplx_arrays(random_avatar).items()}
     mutate(arrays)
     path = _write_npz(tmp_path / "bad.npz", arrays)
     before = path.read_bytes()
@@ -93,7 +93,7 @@ def test_a_bad_avatar_falls_back_to_the_default(tmp_path):
     assert "broken.npz" in warning and "default avatar" in warning
 
 
-def test_chumpy_pickled_smplx_file_loads_without_chumpy(tmp_path, synthetic_avatar, monkeypatch):
+def test_chumpy_pickled_smplx_file_loads_without_chumpy(tmp_path, random_avatar, monkeypatch):
     """A user's SMPL-X .pkl holds chumpy arrays; we read them with stand-ins for the classes."""
     chumpy = types.ModuleType("chumpy")
     chumpy_ch = types.ModuleType("chumpy.ch")
@@ -106,7 +106,7 @@ def test_chumpy_pickled_smplx_file_loads_without_chumpy(tmp_path, synthetic_avat
     chumpy_ch.Ch = Ch
     monkeypatch.setitem(sys.modules, "chumpy", chumpy)
     monkeypatch.setitem(sys.modules, "chumpy.ch", chumpy_ch)
-    arrays = smplx_arrays(synthetic_avatar)
+    arrays = smplx_arrays(random_avatar)
     raw = {
         "v_template": Ch(np.array(arrays["v_template"])),
         "f": np.array(arrays["f"]),
@@ -120,7 +120,7 @@ def test_chumpy_pickled_smplx_file_loads_without_chumpy(tmp_path, synthetic_avat
     monkeypatch.delitem(sys.modules, "chumpy")
     monkeypatch.delitem(sys.modules, "chumpy.ch")
     model = load_avatar(path)
-    assert np.allclose(model.v_template, synthetic_avatar.v_template)
+    assert np.allclose(model.v_template, random_avatar.v_template)
     assert model.num_betas == 10
     assert not model.has_arkit_expressions
 
@@ -151,10 +151,10 @@ def test_the_default_avatar_loads_in_the_memory_of_the_arrays_it_keeps():
     assert avatar.pose_dirs is None  # the correctives are all zero
 
 
-def test_a_damaged_shape_array_is_refused_naming_the_file_and_the_array(tmp_path, synthetic_avatar):
+def test_a_damaged_shape_array_is_refused_naming_the_file_and_the_array(tmp_path, random_avatar):
     import zipfile
 
-    path = _write_npz(tmp_path / "damaged.npz", smplx_arrays(synthetic_avatar))
+    path = _write_npz(tmp_path / "damaged.npz", smplx_arrays(random_avatar))
     with zipfile.ZipFile(path) as archive:
         member = archive.getinfo("shapedirs.npy")
     data = bytearray(path.read_bytes())

@@ -6,7 +6,7 @@ import numpy as np
 
 from studio.avatar.io import save_avatar
 from studio.avatar.skinning import batch_rodrigues, lbs
-from tests.conftest import make_synthetic_avatar
+from tests.conftest import make_random_avatar
 
 
 def test_rodrigues_gives_rotations():
@@ -16,16 +16,16 @@ def test_rodrigues_gives_rotations():
     assert np.allclose(batch_rodrigues(np.zeros((1, 3)))[0], np.eye(3))
 
 
-def test_rest_pose_leaves_the_mesh_where_it_is(synthetic_avatar):
-    vertices, joints = lbs(synthetic_avatar)
-    assert np.allclose(vertices, synthetic_avatar.v_template, atol=1e-6)
-    assert np.allclose(joints, synthetic_avatar.joint_regressor @ synthetic_avatar.v_template, atol=1e-6)
+def test_rest_pose_leaves_the_mesh_where_it_is(random_avatar):
+    vertices, joints = lbs(random_avatar)
+    assert np.allclose(vertices, random_avatar.v_template, atol=1e-6)
+    assert np.allclose(joints, random_avatar.joint_regressor @ random_avatar.v_template, atol=1e-6)
 
 
 def test_reference_matches_smplx(tmp_path):
     import smplx  # the `train` extra, which make test installs
     import torch
-    avatar = make_synthetic_avatar(vertex_count=9930, seed=5, moving_vertices=300)
+    avatar = make_random_avatar(vertex_count=9930, seed=5, moving_vertices=300)
     path = tmp_path / "SMPLX_NEUTRAL.npz"
     save_avatar(avatar, path)
     body = smplx.create(str(path), model_type="smplx", ext="npz", use_pca=False, num_expression_coeffs=52, num_betas=10)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from studio.presets import persona_by_name
-from tests.conftest import make_synthetic_avatar
+from tests.conftest import make_random_avatar
 from widgets.main_window import MainWindow
 from widgets.models import EngineController
 
@@ -20,7 +20,7 @@ def studio_window(qtbot, studio_home):
 
     def build(real_engine: bool = False, avatar=None, persona: str = "default") -> MainWindow:
         engine = EngineController() if real_engine else EngineController(_no_engine)
-        window = MainWindow(avatar or make_synthetic_avatar(), engine=engine, show_dialogs=False,
+        window = MainWindow(avatar or make_random_avatar(), engine=engine, show_dialogs=False,
                             persist_layout=False, persona=persona_by_name(persona))
         qtbot.addWidget(window)
         window.show()
