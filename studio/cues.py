@@ -74,11 +74,6 @@ class CueList:
             self.playing = None
             self.changed.emit()
 
-    def rewind(self) -> None:
-        self.playing = None
-        self.next_index = 0 if self.lines else None
-        self.changed.emit()
-
 
 def remaining_clip(clip, from_s: float):
     """The SpeechClip from `from_s` on, phonemes shifted to start at 0 (what `resume` speaks)."""

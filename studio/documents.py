@@ -31,13 +31,6 @@ def _set_path(data: dict, path: str, value: Any) -> dict:
     return out
 
 
-def get_path(item: BaseModel, path: str) -> Any:
-    value: Any = item
-    for part in path.split("."):
-        value = value[part] if isinstance(value, dict) else getattr(value, part)
-    return value
-
-
 class Document(Generic[Item]):
     """One persona or preset being edited.
 

@@ -15,12 +15,6 @@ def smoothstep(edge0: float, edge1: float, x: np.ndarray) -> np.ndarray:
     return t * t * (3.0 - 2.0 * t)
 
 
-def bump(points: np.ndarray, centre, radii) -> np.ndarray:
-    """Compact-support ellipsoidal falloff: 1 at `centre`, exactly 0 outside the ellipsoid `radii`."""
-    d2 = (((points - np.asarray(centre)) / np.asarray(radii)) ** 2).sum(axis=1)
-    return np.clip(1.0 - d2, 0.0, None) ** 2
-
-
 def rotation_matrix(axis, angle: float) -> np.ndarray:
     axis = np.asarray(axis, np.float64)
     axis = axis / np.linalg.norm(axis)

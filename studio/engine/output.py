@@ -50,6 +50,8 @@ MIN_BUFFER_S = 0.02  # device buffer on a quiet machine (PortAudio on PulseAudio
 MAX_BUFFER_S = 0.2  # ... and at most, however often the device runs dry
 QUIET_S = 30.0  # a buffer halves after this long without an underrun ...
 MAX_QUIET_S = 600.0  # ... waiting longer (up to this) each time the smaller size underran soon after
+BUSY_START_S = 0.08  # the first size on a machine whose CPUs are contended when the speaker opens
+BUSY_CPU_PRESSURE_PCT = 10.0  # ... that is, tasks waited for a CPU this much of the last 10 s (Linux PSI)
 SETTLE_S = 0.25  # underruns this soon after a resize are the old stream's (it plays until the handover), not the new size's
 _HANDOVER_MARGIN_S = 0.02  # a mid-clip handover is timed this far (plus 2 blocks) beyond the new stream's next block
 _CROSSFADE_S = 0.016  # a handover cross-fades the two streams over this long (their DAC estimates differ by ~5 ms)
@@ -73,12 +75,15 @@ class OutputBufferPolicy:
     lucky minute does not undo a busy hour's lesson. An underrun within `quiet_s` of a shrink means the
     smaller size was too small here: the next shrink waits twice as long (up to `max_quiet_s`), so the
     size does not flap. Underruns within `settle_s` of a change belong to the old size and are ignored.
-    Pure arithmetic on the times it is given: no clock, no device.
+    Without a `start_s` the first size follows the machine (`start_for`): `min_s` when it is quiet, and
+    `busy_start_s` when its CPUs are contended, so that a busy machine's first sentence does not break up
+    while the size is being learned. Pure arithmetic on the times it is given: no clock, no device.
     """
 
     def __init__(self, min_s: float = MIN_BUFFER_S, max_s: float = MAX_BUFFER_S, quiet_s: float = QUIET_S,
-                 max_quiet_s: float = MAX_QUIET_S, settle_s: float = SETTLE_S, start_s: float | None = None) -> None:
-        """`start_s`: the first size (default `min_s`)."""
+                 max_quiet_s: float = MAX_QUIET_S, settle_s: float = SETTLE_S, start_s: float | None = None,
+                 busy_start_s: float = BUSY_START_S) -> None:
+        """`start_s`: the first size, whatever the machine (default: `start_for` decides, `min_s` until then)."""
         if not 0.0 < min_s <= max_s:
             raise ValueError(f"OutputBufferPolicy: min_s={min_s} and max_s={max_s} must satisfy 0 < min_s <= max_s")
         if not 0.0 < quiet_s <= max_quiet_s:
@@ -92,11 +97,22 @@ class OutputBufferPolicy:
         self.settle_s = float(settle_s)
         self.quiet_s = float(quiet_s)  # the quiet stretch the next shrink needs
         self.size_s = self.min_s if start_s is None else float(start_s)
+        self.busy_start_s = min(self.max_s, max(self.min_s, float(busy_start_s)))
+        self._start_chosen = start_s is not None
         self.grows = 0
         self.shrinks = 0
         self._since: float | None = None  # the last change or counted underrun
         self._changed_at: float | None = None
         self._shrunk_at: float | None = None
+
+    def start_for(self, cpu_pressure_pct: float | None) -> float:
+        """Once, before the first update: the first size for a machine whose CPUs were contended this much
+        (percent of recent time some task waited for a CPU; None: unknown, taken as quiet)."""
+        if not self._start_chosen and self._since is None:
+            busy = cpu_pressure_pct is not None and cpu_pressure_pct >= BUSY_CPU_PRESSURE_PCT
+            self.size_s = self.busy_start_s if busy else self.min_s
+        self._start_chosen = True
+        return self.size_s
 
     def update(self, now: float, underruns: int = 0) -> float:
         """`underruns` new device underruns seen at time `now` (seconds, any clock); the size to use now."""
@@ -118,6 +134,25 @@ class OutputBufferPolicy:
             self.shrinks += 1
             self._since = self._changed_at = self._shrunk_at = now
         return self.size_s
+
+
+def cpu_pressure_pct() -> float | None:
+    """How contended this machine's CPUs are now: the share of the last 10 s in which some task waited for one
+    (Linux pressure stall information), else the 1-minute load average over the core count (capped at 100),
+    None where neither exists."""
+    try:
+        with open("/proc/pressure/cpu", encoding="ascii") as pressure:
+            for line in pressure:
+                if line.startswith("some "):
+                    return float(line.split("avg10=")[1].split()[0])
+    except (OSError, IndexError, ValueError):
+        pass
+    try:
+        import os
+
+        return min(100.0, 100.0 * os.getloadavg()[0] / (os.cpu_count() or 1))
+    except (AttributeError, OSError):
+        return None
 
 
 class SpeakerClip:
@@ -287,7 +322,7 @@ class SpeakerOutput:
                 channels = max(1, min(2, int(info["max_output_channels"])))
                 self._configure(rate, channels)
                 self._current = None
-                stream = self._open_mixer(self.policy.size_s)
+                stream = self._open_mixer(self.policy.start_for(cpu_pressure_pct()))
             except Exception as error:  # no device, PortAudio missing or refusing: say so, stay closed
                 self.error = f"cannot open the speaker output ({error})"
                 raise AudioDeviceError(self.error) from error
