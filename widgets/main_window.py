@@ -37,7 +37,8 @@ from PySide6.QtWidgets import (  # noqa: E402
 
 import studio  # noqa: E402
 from studio.animation import IdleAnimator  # noqa: E402
-from studio.avatar.io import load_avatar, load_avatar_or_default  # noqa: E402
+from studio.avatar.imported import describe_import  # noqa: E402
+from studio.avatar.io import AVATAR_FILE_FILTER, load_avatar, load_avatar_or_default  # noqa: E402
 from studio.avatar.model import AvatarFormatError, AvatarModel  # noqa: E402
 from studio.frame import FrameState  # noqa: E402
 from studio.presets import Persona, Preset, PresetError, Voice, persona_by_name, preset_by_name
@@ -405,7 +406,8 @@ class MainWindow(QMainWindow):
             self.report_error("Cannot open avatar", f"Could not open avatar {path}:\n{error}\n\nKeeping {self.avatar.name}.")
             return False
         self._update_avatar_label()
-        self.statusBar().showMessage(f"Opened avatar {model.name} from {path}", 5000)
+        about = describe_import(model)
+        self.statusBar().showMessage(f"Opened avatar {model.name} from {path}" + (f": {about}" if about else ""), 15000)
         return True
 
     @property
@@ -414,7 +416,8 @@ class MainWindow(QMainWindow):
 
     def _update_avatar_label(self) -> None:
         self.avatar_label.setText(f"Avatar: {self.avatar.name}")
-        self.avatar_label.setToolTip(self.avatar.source)
+        about = describe_import(self.avatar)
+        self.avatar_label.setToolTip(self.avatar.source + (f"\n{about}" if about else ""))
 
     def set_background(self, mode: str) -> None:
         self.viewport.set_background(mode)
@@ -496,7 +499,7 @@ class MainWindow(QMainWindow):
     # --- dialogs (thin: each calls a method above that tests drive directly) -----------------------
 
     def _choose_avatar(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Open Avatar", "", "Avatar files (*.npz *.pkl);;All files (*)")
+        path, _ = QFileDialog.getOpenFileName(self, "Open Avatar", "", AVATAR_FILE_FILTER)
         if path:
             self.open_avatar(path)
 

@@ -275,8 +275,23 @@ def _atlas(scene: GltfScene) -> tuple[dict, np.ndarray]:
     return cells, atlas
 
 
+def describe_import(model: AvatarModel) -> str:
+    """One line for the user about an imported avatar: what it is, whose, and how the engine drives its face."""
+    info = model.info
+    if not info:
+        return ""
+    meta = info.get("meta") or {}
+    who = f" by {meta['author']}" if meta.get("author") else ""
+    licence = f" ({meta['licence']})" if meta.get("licence") else ""
+    missing = info.get("arkit_missing") or []
+    face = (f"face mapping: {info['mapping']}, {52 - len(missing)} of 52 ARKit shapes"
+            + (f" (missing {', '.join(missing[:6])}{', …' if len(missing) > 6 else ''})" if missing else ""))
+    notes = "; ".join(info.get("notes") or [])
+    return f"{info.get('format', 'glTF')}{who}{licence}; {face}" + (f"; {notes}" if notes else "")
+
+
 def is_gltf_path(path: str | os.PathLike) -> bool:
     return Path(path).suffix.lower() in (".glb", ".gltf", ".vrm")
 
 
-__all__ = ["AvatarFormatError", "HUMANOID_TO_SMPLX", "VOWEL_FALLBACK", "is_gltf_path", "load_gltf_avatar"]
+__all__ = ["AvatarFormatError", "HUMANOID_TO_SMPLX", "VOWEL_FALLBACK", "describe_import", "is_gltf_path", "load_gltf_avatar"]

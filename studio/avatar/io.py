@@ -33,6 +33,7 @@ SMPLX_EXPRESSION_COLUMNS = 100
 NUM_LANDMARKS = 51
 AVATAR_SUFFIXES = (".npz", ".pkl", *GLTF_SUFFIXES)
 AVATAR_SUFFIXES_TEXT = ", ".join(AVATAR_SUFFIXES)
+AVATAR_FILE_FILTER = f"Avatar files ({' '.join('*' + s for s in AVATAR_SUFFIXES)});;All files (*)"  # for file dialogs
 _REQUIRED = ("v_template", "f", "J_regressor", "weights", "shapedirs")
 
 

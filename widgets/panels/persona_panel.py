@@ -226,7 +226,9 @@ class PersonaPanel(QWidget, DocumentEditing):
     def ask_avatar(self) -> None:
         from PySide6.QtWidgets import QFileDialog
 
-        path, _ = QFileDialog.getOpenFileName(self, "Persona avatar", "", "Avatar files (*.npz *.pkl);;All files (*)")
+        from studio.avatar.io import AVATAR_FILE_FILTER
+
+        path, _ = QFileDialog.getOpenFileName(self, "Persona avatar", "", AVATAR_FILE_FILTER)
         if path:
             self._edit("avatar", path)
 

@@ -1,0 +1,46 @@
+"""File → Open Avatar with glTF/VRM files: the avatar is drawn, the window says how its face is driven,
+and a refused file keeps the avatar the studio had."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import make_random_avatar
+from widgets.main_window import MainWindow
+from widgets.models import EngineController
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "avatars"
+
+
+def _no_engine():
+    raise ImportError("No module named 'studio.engine.pipeline'")
+
+
+@pytest.fixture
+def window(qtbot, studio_home):
+    window = MainWindow(make_random_avatar(), engine=EngineController(_no_engine))
+    qtbot.addWidget(window)
+    window.show()
+    qtbot.waitExposed(window)
+    return window
+
+
+def test_opening_a_glb_draws_it_and_says_which_face_mapping_is_active(window):
+    path = DATA / "humanoid_arkit.glb"
+    assert window.open_avatar(path) is True
+    assert window.avatar.source == str(path) and window.avatar.texture is not None
+    assert "face mapping: arkit (partial), 6 of 52 ARKit shapes" in window.avatar_label.toolTip()
+    assert "face mapping" in window.statusBar().currentMessage()
+
+
+def test_a_vrm_without_face_morphs_opens_with_the_note_and_a_broken_one_keeps_it(window, tmp_path):
+    assert window.open_avatar(DATA / "VRMC_vrm_expressions_isBinary_Overrides.vrm") is True
+    assert "only its head and body will move" in window.avatar_label.toolTip()
+    before = window.avatar
+    bad = tmp_path / "truncated.vrm"
+    bad.write_bytes((DATA / "VRMC_vrm_expressions_isBinary_Overrides.vrm").read_bytes()[:5000])
+    assert window.open_avatar(bad) is False
+    assert window.avatar is before
+    assert str(bad) in window.last_error and "truncated GLB" in window.last_error
