@@ -6,7 +6,7 @@ import dataclasses
 
 from psygnal import Signal
 
-from studio.engine.sources import ENGINE_RATE, _PlayedAudio, resample_clip
+from studio.engine.sources import ENGINE_RATE, PlayedAudio, resample_clip
 from studio.presets import PresetError, check_cue_line
 
 
@@ -84,7 +84,7 @@ def remaining_clip(clip, from_s: float):
     return dataclasses.replace(clip, audio=clip.audio[cut:], phonemes=phonemes)
 
 
-class ClipSource(_PlayedAudio):
+class ClipSource(PlayedAudio):
     """An already synthesized SpeechClip played again (the rest of a paused line), face from its phonemes."""
 
     def __init__(self, clip, name: str = "resumed line", play: bool = True, realtime: bool = True) -> None:

@@ -12,7 +12,7 @@ from typing import Any, Generic, TypeVar
 from psygnal import Signal
 from pydantic import BaseModel, ValidationError
 
-from studio.presets import PresetError, _describe
+from studio.presets import PresetError, validation_problem
 
 Item = TypeVar("Item", bound=BaseModel)
 
@@ -72,7 +72,7 @@ class Document(Generic[Item]):
         try:
             item = self.kind.model_validate(data)
         except ValidationError as error:
-            raise PresetError(f"{self.kind.__name__.lower()} {self._item.name!r}: {_describe(error)}") from None
+            raise PresetError(f"{self.kind.__name__.lower()} {self._item.name!r}: {validation_problem(error)}") from None
         if item != self._item:
             self._replace(item)
         return self._item

@@ -257,7 +257,8 @@ def _migrate(data: dict) -> dict:
     return data
 
 
-def _describe(error: ValidationError) -> str:
+def validation_problem(error: ValidationError) -> str:
+    """The first problem pydantic found, as one line: the field's dotted path, the value given and what is wrong."""
     first = error.errors()[0]
     where = ".".join(str(p) for p in first["loc"]) or "(top level)"
     value = first.get("input")
@@ -300,7 +301,7 @@ def _load(path: Path, kind: type[BaseModel]):
     try:
         return kind.model_validate(_migrate(data))
     except ValidationError as error:
-        raise PresetError(f"{path}: {_describe(error)}") from None
+        raise PresetError(f"{path}: {validation_problem(error)}") from None
 
 
 def load_preset(path: str | os.PathLike) -> Preset:

@@ -43,7 +43,7 @@ import time
 import numpy as np
 
 from studio.engine import alsa
-from studio.engine.sources import NO_CALLBACK_TIMEOUT_S, AudioDeviceError, _close_stream, resample_clip
+from studio.engine.sources import NO_CALLBACK_TIMEOUT_S, AudioDeviceError, close_stream, resample_clip
 
 OUTPUT_BLOCK_S = 0.01  # device block (5 ms blocks underran constantly on PulseAudio)
 MIN_BUFFER_S = 0.02  # device buffer on a quiet machine (PortAudio on PulseAudio gives no less than 20 ms anyway)
@@ -407,7 +407,7 @@ class SpeakerOutput:
         with self._lock:
             if self._live_stream is not None and self._live_buffer_s != self._buffer_s and (
                     self._live is None or self._live.done):  # the live stream takes the new size between clips
-                _close_stream(self._live_stream)
+                close_stream(self._live_stream)
                 self._live_stream = None
             if self._live_stream is None:
                 import sounddevice
@@ -642,7 +642,7 @@ class SpeakerOutput:
                 close_old_after = self._hand_over(clip, old, self._clock_offset, stream, _clock_offset(stream))
                 if close_old_after is None:  # it could not be timed: the clip goes on on the old stream for now
                     self._handover_failed_at = time.monotonic()  # (tried again after a while, not at every check)
-                    _close_stream(stream)
+                    close_stream(stream)
                     return
                 self.handovers += 1
             self._retiring.append((old, close_old_after, self._stats_action))
@@ -725,7 +725,7 @@ class SpeakerOutput:
                     self._underruns += int(stream.stats.output_underflows)
                 except Exception:  # noqa: BLE001 - a vanished device: nothing left to count
                     pass
-                _close_stream(stream)
+                close_stream(stream)
                 clip = self._current
                 if clip is not None and clip._retired is not None and clip._retired[0] is stream:
                     clip._retired = None
@@ -734,7 +734,7 @@ class SpeakerOutput:
     def _fail(self, message: str) -> None:
         with self._lock:
             stream, self._stream = self._stream, None
-            _close_stream(stream)
+            close_stream(stream)
             self._close_retired(float("inf"))
             self.error = f"{message}; the next play reopens it"
             for clip in (self._current, self._live):
@@ -742,7 +742,7 @@ class SpeakerOutput:
                     clip.failed = message
                     clip.stop()
             self._current = self._live = None
-            _close_stream(self._live_stream)
+            close_stream(self._live_stream)
             self._live_stream = None
 
     def close(self) -> None:
@@ -757,13 +757,13 @@ class SpeakerOutput:
                     end = self._end(playing)
                 if end:
                     time.sleep(min(max(0.0, end + _CANCEL_AFTER_FADE_S - stream.time), 0.3))  # let the fade reach the DAC
-            _close_stream(stream)
+            close_stream(stream)
             self._stream = None
             self._current = None
             self._close_retired(float("inf"))
             if self._live is not None and not self._live.done:
                 self._live.cut = self._live.done = True
-            _close_stream(self._live_stream)
+            close_stream(self._live_stream)
             self._live_stream = self._live = None
 
 

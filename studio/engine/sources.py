@@ -109,7 +109,7 @@ class AudioSource:
         raise NotImplementedError
 
 
-def _close_stream(stream) -> None:
+def close_stream(stream) -> None:
     """Abort and close a PortAudio stream; a vanished device may refuse, and the stream is gone either way."""
     if stream is None:
         return
@@ -324,7 +324,7 @@ def _decode_with_av(path: Path) -> tuple[np.ndarray | None, int, str]:
 
 # ---------------------------------------------------------------- sources with a known waveform (file, text)
 
-class _PlayedAudio(AudioSource):
+class PlayedAudio(AudioSource):
     """A finite waveform released at playback speed; its media clock is the playback position at the DAC.
 
     Played on `speaker` (the engine's persistent SpeakerOutput, set before `start()`), or, used on its
@@ -464,7 +464,7 @@ class _PlayedAudio(AudioSource):
         return start, self.audio[start:end].copy()
 
 
-class FileSource(_PlayedAudio):
+class FileSource(PlayedAudio):
     """An audio file (WAV/FLAC/OGG/MP3/... via PyAV), played while it drives the avatar.
 
     Up to STREAM_OVER_S long it is decoded whole and played by the speaker's C callback (the sturdiest
@@ -606,7 +606,7 @@ class FileSource(_PlayedAudio):
         return start, out.copy()
 
 
-class TextSource(_PlayedAudio):
+class TextSource(PlayedAudio):
     """Text spoken by espeak-ng; the face follows its exact phoneme timing instead of the audio model.
 
     espeak's leading silence is trimmed (phoneme times shift with it), so sound and mouth start
@@ -777,7 +777,7 @@ class MicrophoneSource(AudioSource):
         self._notify()
 
     def stop(self) -> None:
-        _close_stream(self._stream)
+        close_stream(self._stream)
         self._stream = None
         if self._state != "error":
             self._state = "stopped"
