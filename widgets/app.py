@@ -111,6 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench = commands.add_parser("bench", help="measure speed and quality, print JSON")
     bench.add_argument("--out", type=_output_file, help="also write the JSON to this file")
     bench.add_argument("--quick", action="store_true", help="fewer repetitions (for a smoke run)")
+    bench.add_argument("--avatar", type=_existing_file,
+                       help="also measure this avatar file (.glb/.gltf/.vrm/.npz): load time and render fps")
     add_persona_and_preset(bench)
 
     serve = commands.add_parser("serve", help="the local control API (WebSocket + HTTP) with no window")

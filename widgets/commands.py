@@ -15,7 +15,7 @@ from importlib import metadata
 from typing import TYPE_CHECKING
 
 from studio.avatar.io import default_avatar_path, load_avatar
-from studio.avatar.model import AvatarModel
+from studio.avatar.model import AvatarFormatError, AvatarModel
 
 if TYPE_CHECKING:
     from studio.presets import Persona, Preset
@@ -293,6 +293,13 @@ def bench_command(args: argparse.Namespace) -> int:
     from render.bench import bench_render
 
     report["render"] = bench_render(avatar, frames=20 if args.quick else 120)
+    if getattr(args, "avatar", None):
+        from render.bench import bench_imported_avatar
+
+        try:
+            report["imported_avatar"] = bench_imported_avatar(args.avatar, frames=20 if args.quick else 120)
+        except AvatarFormatError as error:
+            return _fail(str(error))
     report["engine"] = _bench_engine(avatar, quick=args.quick)
     from studio.engine.bench import tts_heard_latency
 
