@@ -215,7 +215,7 @@ class MainWindow(QMainWindow):
                 f"{action!r}: {why}" for action, why in self.panels.hotkeys.refused.items()))
         self.engine.state_changed.connect(self._on_engine_state)
         self.engine.notice.connect(self.show_notice)
-        self._update_avatar_label()
+        self.update_avatar_label()
         self._on_engine_state(self.engine.state)
         self.recording = RecordingController(self, recordings_root)
         self.workspaces.install([self.panels.operator_dock, self.latency_dock, self.drift.dock, self.panels.persona_dock,
@@ -405,7 +405,7 @@ class MainWindow(QMainWindow):
         except (AvatarFormatError, OSError, ValueError) as error:
             self.report_error("Cannot open avatar", f"Could not open avatar {path}:\n{error}\n\nKeeping {self.avatar.name}.")
             return False
-        self._update_avatar_label()
+        self.update_avatar_label()
         about = describe_import(model)
         self.statusBar().showMessage(f"Opened avatar {model.name} from {path}" + (f": {about}" if about else ""), 15000)
         return True
@@ -414,7 +414,8 @@ class MainWindow(QMainWindow):
     def avatar(self) -> AvatarModel:
         return self.viewport.avatar
 
-    def _update_avatar_label(self) -> None:
+    def update_avatar_label(self) -> None:
+        """The status bar's avatar name, and where the avatar came from as its tooltip (after a persona switch too)."""
         self.avatar_label.setText(f"Avatar: {self.avatar.name}")
         about = describe_import(self.avatar)
         self.avatar_label.setToolTip(self.avatar.source + (f"\n{about}" if about else ""))

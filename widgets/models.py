@@ -386,7 +386,8 @@ class EngineController:
         reason = why or self.unavailable_reason
         return "idle" if reason is None else f"idle — {reason}"
 
-    def _ensure_engine(self):
+    def ensure_engine(self):
+        """The running engine, built and started now if there is none yet (None, and `state` says why, if that fails)."""
         if self.engine is not None:
             return self.engine
         try:
@@ -430,7 +431,7 @@ class EngineController:
         return self._source
 
     def _start(self, description: str, make_source: Callable[[object], object]) -> bool:
-        engine = self._ensure_engine()
+        engine = self.ensure_engine()
         if engine is None:
             return False
         try:

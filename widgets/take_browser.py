@@ -333,7 +333,7 @@ class RecordingController(QObject):
         from studio.engine.sources import ENGINE_RATE
         from studio.recording.recorder import DiskSpaceError, TakeRecorder, take_manifest
 
-        engine = self.window.engine._ensure_engine()
+        engine = self.window.engine.ensure_engine()
         if engine is None:
             self.window.report_error("Cannot record", f"Cannot record: {self.window.engine.unavailable_reason}")
             return False

@@ -251,7 +251,7 @@ class StudioPanels:
             viewport.set_look(look)
         else:
             viewport.set_avatar(base, look)
-        self.window._update_avatar_label()
+        self.window.update_avatar_label()
         if self.output is not None:
             self.output.set_avatar(base, look)
         self._look = look
