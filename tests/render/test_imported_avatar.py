@@ -27,9 +27,10 @@ def changed(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.abs(a[..., :3].astype(int) - b[..., :3].astype(int)).max(axis=-1) > 24
 
 
-@pytest.fixture(scope="module")
-def humanoid_renders():
-    model = load_avatar(DATA / "humanoid_arkit.glb")
+@pytest.fixture(scope="module", params=["humanoid_arkit.glb", "humanoid_vrm0.vrm"])
+def humanoid_renders(request):
+    """The Blender humanoid with ARKit shape keys, and as a VRM 0.x file (faces -Z, only vowel and blink groups)."""
+    model = load_avatar(DATA / request.param)
     turned = np.zeros((55, 3))
     turned[JOINT_INDEX["head"]] = (0, 0.6, 0)
     with OffscreenRenderer(model, size=(320, 320), camera="head") as renderer:

@@ -162,6 +162,18 @@ def test_vrm0_vowels_and_blink_drive_the_arkit_channels(tmp_path):
     assert "jawOpen←aa" in model.info["fallback"]
 
 
+def test_a_vrm0_humanoid_faces_forward_and_its_face_runs_on_the_vowel_fallback():
+    model = load_avatar(DATA / "humanoid_vrm0.vrm")
+    assert model.info["format"] == "VRM 0.x" and model.info["meta"]["licence"] == "CC0"
+    assert model.info["mapping"] == "vowels" and len(model.info["arkit_missing"]) == 52
+    assert {"jawOpen←aa", "eyeBlinkLeft←blinkLeft", "eyeBlinkRight←blinkRight"} <= set(model.info["fallback"])
+    head = model.rest_joints()[JOINT_INDEX["head"]]
+    jaw = np.linalg.norm(model.expr_dirs[:, :, ARKIT_INDEX["jawOpen"]], axis=1) > 1e-4
+    blink = np.linalg.norm(model.expr_dirs[:, :, ARKIT_INDEX["eyeBlinkLeft"]], axis=1) > 1e-4
+    assert model.v_template[jaw, 2].mean() > head[2]  # turned from VRM 0.x's -Z to face +Z
+    assert model.v_template[blink, 0].mean() > 0  # Blink_L closes the eye on the avatar's left
+
+
 # ---------------------------------------------------------------- bad input
 
 

@@ -1,0 +1,66 @@
+"""Build tests/data/avatars/humanoid_vrm0.vrm: the Blender-written humanoid_arkit.glb dressed as a VRM 0.x file.
+
+    .venv/bin/python tests/data/avatars/make_vrm0.py
+
+Geometry, skin, texture and morph targets stay Blender's bytes. What changes is the JSON, as VRM 0.x
+exporters write it: the model turned to face -Z (a root node rotated 180° about Y), the morph targets given
+VRoid-style names that are not ARKit names (so the studio must fall back to the VRM vowels and blinks), and a
+`VRM` extension with meta, the humanoid bone map and blend shape groups (A, O, Blink, Blink_L, Blink_R, Joy).
+"""
+
+import json
+import struct
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+BONES = {"hips": "hips", "spine": "spine", "chest": "chest", "neck": "neck", "head": "head"}
+for side, word in (("L", "left"), ("R", "right")):
+    BONES.update({f"upper_arm.{side}": f"{word}UpperArm", f"forearm.{side}": f"{word}LowerArm",
+                  f"hand.{side}": f"{word}Hand", f"thigh.{side}": f"{word}UpperLeg",
+                  f"shin.{side}": f"{word}LowerLeg", f"foot.{side}": f"{word}Foot"})
+NAMES = {"jawOpen": "Fcl_MTH_A", "eyeBlinkLeft": "Fcl_EYE_Close_L", "eyeBlinkRight": "Fcl_EYE_Close_R",
+         "mouthFunnel": "Fcl_MTH_O", "mouthSmileLeft": "Fcl_MTH_Joy_L", "mouthSmileRight": "Fcl_MTH_Joy_R"}
+
+
+def main() -> None:
+    data = (HERE / "humanoid_arkit.glb").read_bytes()
+    json_length = struct.unpack("<I", data[12:16])[0]
+    document = json.loads(data[20:20 + json_length])
+    blob_chunk = data[20 + json_length:]
+    mesh = 0
+    old = document["meshes"][mesh]["extras"]["targetNames"]
+    document["meshes"][mesh]["extras"]["targetNames"] = [NAMES[n] for n in old]
+    morph = {NAMES[n]: i for i, n in enumerate(old)}
+    nodes = document["nodes"]
+    scene = document["scenes"][document.get("scene", 0)]
+    nodes.append({"name": "Root", "rotation": [0.0, 1.0, 0.0, 0.0], "children": scene["nodes"]})
+    scene["nodes"] = [len(nodes) - 1]
+
+    def group(name, preset, *morphs, weight=100):
+        return {"name": name, "presetName": preset, "isBinary": False, "materialValues": [],
+                "binds": [{"mesh": mesh, "index": morph[m], "weight": weight} for m in morphs]}
+
+    document["extensionsUsed"] = sorted(set(document.get("extensionsUsed", [])) | {"VRM"})
+    document["extensions"] = {"VRM": {
+        "exporterVersion": "avatar-studio tests/data/avatars/make_vrm0.py",
+        "specVersion": "0.0",
+        "meta": {"title": "Blender humanoid (VRM 0.x test)", "version": "1", "author": "Avatar Studio tests",
+                 "licenseName": "CC0", "allowedUserName": "Everyone", "commercialUssageName": "Allow"},
+        "humanoid": {"humanBones": [{"bone": bone, "node": i, "useDefaultValues": True}
+                                    for i, node in enumerate(nodes) for name, bone in BONES.items()
+                                    if node.get("name") == name]},
+        "blendShapeMaster": {"blendShapeGroups": [
+            group("A", "a", "Fcl_MTH_A"), group("O", "o", "Fcl_MTH_O"),
+            group("Blink", "blink", "Fcl_EYE_Close_L", "Fcl_EYE_Close_R"),
+            group("Blink_L", "blink_l", "Fcl_EYE_Close_L"), group("Blink_R", "blink_r", "Fcl_EYE_Close_R"),
+            group("Joy", "joy", "Fcl_MTH_Joy_L", "Fcl_MTH_Joy_R"),
+        ]},
+        "firstPerson": {"lookAtTypeName": "Bone"},
+    }}
+    text = json.dumps(document, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 4)
+    body = struct.pack("<I4s", len(text), b"JSON") + text + blob_chunk
+    (HERE / "humanoid_vrm0.vrm").write_bytes(struct.pack("<4sII", b"glTF", 2, 12 + len(body)) + body)
+
+
+main()
