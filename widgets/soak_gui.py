@@ -110,10 +110,12 @@ class OperatorScript:
         if panels.select_persona(self.personas[index % len(self.personas)]):
             counts["persona_switches"] += 1
         else:
-            self.problem(f"could not switch to persona {self.personas[index % len(self.personas)]}: {self.window.last_error}")
+            self.problem(f"could not switch to persona {self.personas[index % len(self.personas)]} (the Persona dock says why)")
         yield _pause(1.0)
         if panels.select_preset(self.presets[index % len(self.presets)]):
             counts["preset_switches"] += 1
+        else:
+            self.problem(f"could not switch to preset {self.presets[index % len(self.presets)]} (the Preset dock says why)")
         yield _pause(1.0)
         yield from self.edit_persona(index)
         if self.expired():
@@ -246,6 +248,7 @@ class GuiSoak:
         self._last_sample = time.monotonic()
         self.warmup_s = min(300.0, options.duration_s / 3.0)
         self.finished = False
+        self.on_finished: Callable[[], None] = lambda: None
         self.step_timer = QTimer(window, interval=STEP_MS)
         self.step_timer.timeout.connect(self._step)
         self.sample_timer = QTimer(window, interval=SAMPLE_MS)
@@ -302,6 +305,7 @@ class GuiSoak:
             self.run.memory_at_warmup = None
         self.finished = True
         self.window.close()
+        self.on_finished()
 
 
 def _memory_growth(before: dict, after: dict, top: int = 15) -> dict:
@@ -317,6 +321,8 @@ def _memory_growth(before: dict, after: dict, top: int = 15) -> dict:
 
 def run_gui_soak(avatar, preset, persona, options: GuiSoakOptions) -> dict:
     """Open the studio window, run the operator script for `options.duration_s` and return the report."""
+    from PySide6.QtCore import QEventLoop
+
     from widgets.main_window import MainWindow, create_application, studio_engine
 
     app = create_application()
@@ -326,11 +332,11 @@ def run_gui_soak(avatar, preset, persona, options: GuiSoakOptions) -> dict:
     window.presets.preload()
     window.show()
     soak = GuiSoak(window, options)
+    loop = QEventLoop()
+    soak.on_finished = loop.quit
     soak.start()
     started = time.perf_counter()
-    while not soak.finished:
-        app.processEvents()
-        time.sleep(0.002)
+    loop.exec()
     app.processEvents()
     return build_gui_report(soak, time.perf_counter() - started)
 
