@@ -174,6 +174,16 @@ def test_a_vrm0_humanoid_faces_forward_and_its_face_runs_on_the_vowel_fallback()
     assert model.v_template[blink, 0].mean() > 0  # Blink_L closes the eye on the avatar's left
 
 
+def test_a_persona_may_name_a_vrm_file():
+    from studio.avatar.look import persona_model
+    from studio.presets import Persona
+
+    persona = Persona(name="Vee", avatar=str(DATA / "humanoid_vrm0.vrm"), colors={"skin": (0.2, 0.3, 0.4)})
+    model = persona_model(persona)
+    assert model.info["format"] == "VRM 0.x" and model.texture is not None
+    assert np.array_equal(model.vertex_colors, load_avatar(DATA / "humanoid_vrm0.vrm").vertex_colors)  # no parts to tint
+
+
 # ---------------------------------------------------------------- bad input
 
 
