@@ -37,6 +37,7 @@ marked failed, and the next `open()`/`play()` tries the device again.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -50,7 +51,8 @@ MIN_BUFFER_S = 0.02  # device buffer on a quiet machine (PortAudio on PulseAudio
 MAX_BUFFER_S = 0.2  # ... and at most, however often the device runs dry
 QUIET_S = 30.0  # a buffer halves after this long without an underrun ...
 MAX_QUIET_S = 600.0  # ... waiting longer (up to this) each time the smaller size underran soon after
-BUSY_START_S = 0.08  # the first size on a machine whose CPUs are contended when the speaker opens
+BUSY_START_S = 0.1  # the first size on a machine whose CPUs are contended when the speaker opens (the fixed size
+# that played the window's tone test without gaps on a loaded CI machine before the buffer adapted)
 BUSY_CPU_PRESSURE_PCT = 10.0  # ... that is, tasks waited for a CPU this much of the last 10 s (Linux PSI)
 SETTLE_S = 0.25  # underruns this soon after a resize are the old stream's (it plays until the handover), not the new size's
 _HANDOVER_MARGIN_S = 0.02  # a mid-clip handover is timed this far (plus 2 blocks) beyond the new stream's next block
@@ -148,8 +150,6 @@ def cpu_pressure_pct() -> float | None:
     except (OSError, IndexError, ValueError):
         pass
     try:
-        import os
-
         return min(100.0, 100.0 * os.getloadavg()[0] / (os.cpu_count() or 1))
     except (AttributeError, OSError):
         return None

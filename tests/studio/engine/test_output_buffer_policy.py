@@ -2,7 +2,7 @@
 
 import pytest
 
-from studio.engine.output import MAX_BUFFER_S, MIN_BUFFER_S, OutputBufferPolicy
+from studio.engine.output import BUSY_START_S, MAX_BUFFER_S, MIN_BUFFER_S, OutputBufferPolicy, cpu_pressure_pct
 
 
 def test_it_starts_small_and_an_underrun_doubles_it_at_once():
@@ -56,3 +56,17 @@ def test_defaults_and_bad_settings_are_named():
     with pytest.raises(ValueError, match="start_s=0.5 must lie within"):
         OutputBufferPolicy(start_s=0.5)
     assert OutputBufferPolicy(start_s=0.1).size_s == 0.1
+
+
+def test_the_first_size_is_small_on_a_quiet_machine_and_larger_on_a_contended_one():
+    assert OutputBufferPolicy().start_for(cpu_pressure_pct=2.0) == MIN_BUFFER_S
+    assert OutputBufferPolicy().start_for(cpu_pressure_pct=None) == MIN_BUFFER_S  # unknown: taken as quiet
+    busy = OutputBufferPolicy()
+    assert busy.start_for(cpu_pressure_pct=60.0) == BUSY_START_S > MIN_BUFFER_S
+    assert busy.start_for(cpu_pressure_pct=0.0) == BUSY_START_S  # chosen once: a reopen keeps what was learned
+    assert OutputBufferPolicy(start_s=0.02).start_for(cpu_pressure_pct=60.0) == 0.02  # an explicit start stands
+    learned = OutputBufferPolicy(settle_s=0.0)
+    learned.update(0.0, underruns=1)
+    assert learned.start_for(cpu_pressure_pct=0.0) == 2 * MIN_BUFFER_S
+    pressure = cpu_pressure_pct()
+    assert pressure is None or 0.0 <= pressure <= 100.0
