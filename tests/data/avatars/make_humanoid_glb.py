@@ -2,6 +2,8 @@
 
     blender -b --factory-startup --python tests/data/avatars/make_humanoid_glb.py
 
+(HUMANOID_SEGMENTS=84 HUMANOID_OUT=/tmp/big.glb makes a ~60k-triangle one for `avatar-studio bench --avatar`.)
+
 A small T-posed humanoid (head, eyes, mouth, torso, arms, legs) in one mesh, skinned to an armature whose bones
 have common rig names (hips, spine, chest, neck, head, upper_arm.L, forearm.L, hand.L, thigh.L, shin.L, foot.L, ...),
 with ARKit-named shape keys (jawOpen, eyeBlinkLeft/Right, mouthFunnel, mouthSmileLeft/Right), a base colour
@@ -16,7 +18,8 @@ import tempfile
 import bpy
 from mathutils import Vector
 
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "humanoid_arkit.glb")
+OUT = os.environ.get("HUMANOID_OUT") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "humanoid_arkit.glb")
+SEGMENTS = int(os.environ.get("HUMANOID_SEGMENTS", "20"))  # 84 makes a ~60k-triangle avatar for `bench --avatar`
 HEAD = Vector((0, 0, 1.62))
 EYES = {"L": Vector((0.042, -0.105, 1.65)), "R": Vector((-0.042, -0.105, 1.65))}
 MOUTH = Vector((0, -0.112, 1.565))
@@ -69,9 +72,9 @@ def skin_image():
 
 def add(kind, location, scale, mat, rotation=(0, 0, 0)):
     if kind == "sphere":
-        bpy.ops.mesh.primitive_uv_sphere_add(segments=20, ring_count=12, location=location, rotation=rotation)
+        bpy.ops.mesh.primitive_uv_sphere_add(segments=SEGMENTS, ring_count=max(8, SEGMENTS * 3 // 5), location=location, rotation=rotation)
     else:
-        bpy.ops.mesh.primitive_cylinder_add(vertices=12, location=location, rotation=rotation)
+        bpy.ops.mesh.primitive_cylinder_add(vertices=max(8, SEGMENTS * 3 // 5), location=location, rotation=rotation)
     obj = bpy.context.active_object
     obj.scale = scale
     obj.data.materials.append(mat)
