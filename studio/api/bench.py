@@ -9,7 +9,6 @@ import json
 import os
 import secrets
 import socket
-import threading
 import time
 
 import numpy as np
@@ -18,50 +17,61 @@ SUBSCRIPTION = {"frames_hz": 60, "audio": "pcm_s16le", "events": True, "telemetr
 
 
 class _Clients:
-    """Well-behaved WebSocket clients on their own event loop thread, reading everything they are sent."""
+    """Well-behaved WebSocket clients in their own process (as real clients are: their parsing does not share
+    the engine's interpreter lock), reading everything they are sent."""
 
-    def __init__(self, port: int, token: str) -> None:
-        self.port, self.token = port, token
-        self.frames = 0
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="api-bench-clients", daemon=True)
-        self._thread.start()
-        self._tasks: list = []
+    def __init__(self, port: int, token: str, count: int) -> None:
+        import subprocess
+        import sys
 
-    def connect(self, count: int) -> None:
-        ready = [asyncio.run_coroutine_threadsafe(self._connect(index), self._loop) for index in range(count)]
-        self._tasks = [future.result(60) for future in ready]
+        code = f"from studio.api.bench import run_clients; run_clients({port}, {token!r}, {count})"
+        self.process = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        text=True)
+        line = self.process.stdout.readline()
+        if line.strip() != "ready":
+            self.process.kill()
+            raise RuntimeError(f"bench clients did not start: {line!r}")
 
-    async def _connect(self, index: int):
-        import aiohttp
+    def stop(self) -> int:
+        """Disconnect them; the frames they received in all."""
+        self.process.stdin.close()
+        frames = int(self.process.stdout.readline() or 0)
+        self.process.wait(30)
+        return frames
 
-        session = aiohttp.ClientSession()
-        ws = await session.ws_connect(f"http://127.0.0.1:{self.port}/api")
-        await ws.send_json({"id": 1, "type": "auth", "payload": {"token": self.token, "client": f"bench-{index}"}})
-        await ws.receive_json()
-        await ws.send_json({"id": 2, "type": "subscribe", "payload": SUBSCRIPTION})
-        return session, ws, asyncio.ensure_future(self._read(ws))
 
-    async def _read(self, ws) -> None:
-        async for message in ws:
-            if '"type": "frame"' in message.data[:40]:
-                self.frames += 1
+def run_clients(port: int, token: str, count: int) -> None:
+    """In the clients' process: connect, subscribe, print 'ready', read until stdin closes, print the frames read."""
+    import sys
 
-    def disconnect(self) -> None:
-        async def close(session, ws, reader):
-            reader.cancel()
-            await ws.close()
-            await session.close()
+    import aiohttp
 
-        for task in self._tasks:
-            asyncio.run_coroutine_threadsafe(close(*task), self._loop).result(30)
-        self._tasks = []
+    async def main() -> None:
+        frames = [0]
 
-    def stop(self) -> None:
-        self.disconnect()
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
-        self._loop.close()
+        async def read(ws) -> None:
+            async for message in ws:
+                if '"type": "frame"' in message.data[:40]:
+                    frames[0] += 1
+
+        async with aiohttp.ClientSession() as session:
+            sockets = []
+            for index in range(count):
+                ws = await session.ws_connect(f"http://127.0.0.1:{port}/api")
+                await ws.send_json({"id": 1, "type": "auth", "payload": {"token": token, "client": f"bench-{index}"}})
+                await ws.receive_json()
+                await ws.send_json({"id": 2, "type": "subscribe", "payload": SUBSCRIPTION})
+                sockets.append(ws)
+            readers = [asyncio.ensure_future(read(ws)) for ws in sockets]
+            print("ready", flush=True)
+            await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+            for reader in readers:
+                reader.cancel()
+            for ws in sockets:
+                await ws.close()
+        print(frames[0], flush=True)
+
+    asyncio.run(main())
 
 
 def _stalled_client(port: int, token: str) -> socket.socket:
@@ -101,12 +111,12 @@ def bench_api(seconds: float = 5.0, rounds: int = 2) -> dict:
     token = secrets.token_urlsafe(32)
     server = ServerThread(ApiServer(service, token))
     port = server.start()
-    clients = _Clients(port, token)
     audio = speech_like(seconds)
     cases = (("0_clients", 0), ("1_client", 1), ("8_clients", 8), ("1_stalled_client", -1))
     costs: dict[str, list[float]] = {label: [] for label, _count in cases}
     received: dict[str, float] = {}
     dropped: dict[str, int] = {}
+    stalled_dropped = 0
 
     def feed(into: list[float] | None) -> None:
         feeder = HopFeeder(audio)
@@ -126,17 +136,16 @@ def bench_api(seconds: float = 5.0, rounds: int = 2) -> dict:
         for _round in range(rounds):
             for label, count in cases:
                 stalled = _stalled_client(port, token) if count < 0 else None
-                clients.connect(max(count, 0))
-                frames_before = clients.frames
+                clients = _Clients(port, token, count) if count > 0 else None
+                dropped_before = server.call(lambda: server.server.dropped_clients)
                 feed(costs[label])
-                if count > 0:
-                    received[label] = received.get(label, 0.0) + (clients.frames - frames_before) / count
                 dropped[label] = dropped.get(label, 0) + server.call(lambda: server.server.stats()["messages_dropped"])
-                clients.disconnect()
+                if clients is not None:
+                    received[label] = received.get(label, 0.0) + clients.stop() / count
                 if stalled is not None:
+                    stalled_dropped += server.call(lambda: server.server.dropped_clients) - dropped_before
                     stalled.close()
     finally:
-        clients.stop()
         server.stop()
         service.close()
     figures: dict[str, float] = {}
@@ -148,5 +157,6 @@ def bench_api(seconds: float = 5.0, rounds: int = 2) -> dict:
         figures[f"frames_received_per_client_{label}_fps"] = frames / (rounds * seconds)
     baseline = figures["engine_hop_0_clients_median_ms"]
     figures["api_cost_8_clients_median_ms"] = figures["engine_hop_8_clients_median_ms"] - baseline
+    figures["stalled_clients_dropped_count"] = float(stalled_dropped)
     figures["api_cost_stalled_client_median_ms"] = figures["engine_hop_1_stalled_client_median_ms"] - baseline
     return figures
