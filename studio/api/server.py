@@ -370,7 +370,14 @@ class ApiServer:
         bucket = self._http_buckets.setdefault(address, TokenBucket(self.limits.rate_per_s, self.limits.burst))
         if not bucket.take():
             return refuse("rate_limited", f"more than {self.limits.rate_per_s:g} requests per second; slow down")
-        body = await request.content.read(self.limits.max_message_bytes + 1)
+        body = bytearray()  # read until past the limit at most (one read may return only part of the body)
+        while len(body) <= self.limits.max_message_bytes:
+            chunk = await request.content.read(self.limits.max_message_bytes + 1 - len(body))
+            if not chunk:
+                break
+            body += chunk
+        if len(body) > self.limits.max_message_bytes:
+            return refuse("too_large", f"request body over {self.limits.max_message_bytes} bytes")
         try:
             envelope, payload = parse_request(body, self.limits.max_message_bytes)
             if not COMMANDS[envelope.type].http:

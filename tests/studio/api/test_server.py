@@ -208,6 +208,8 @@ def test_http_surface(served):
     assert status == 400 and "WebSocket" in body["error"]["message"]
     status, body = post(b'{"type": "expression.trigger", "payload": {"name": "no-such-face"}}', auth)
     assert status == 404 and "smile" in body["error"]["message"]
+    status, body = post(b'{"id": "padded", "type": "status"' + b" " * 60_000 + b"}", auth)  # under 64 KiB: read whole
+    assert status == 200 and body["id"] == "padded", body
     status, body = post(b"x" * 70_000, auth)
     assert status == 413 and body["error"]["code"] == "too_large"
     status, body = post(b'{"type": "status"}', {**auth, "X-Client-Name": "../../etc"})
