@@ -97,3 +97,68 @@ def test_a_vrm_sample_renders_with_its_texture():
     red = (rgb[..., 0] > rgb[..., 1] + 80) & (rgb[..., 0] > rgb[..., 2] + 80)
     green = (rgb[..., 1] > rgb[..., 0] + 40) & (rgb[..., 1] > rgb[..., 2] + 40)
     assert red.sum() > 500 and green.sum() > 20
+
+
+def textured_quad_glb(path: Path, alpha_mode: str) -> Path:
+    """A 1 m quad facing +Z whose PNG is red on top, blue bottom-left, and bottom-right transparent.
+
+    glTF puts UV (0, 0) at the image's top-left corner, so the quad's top edge has v = 0.
+    """
+    import io
+    import json
+    import struct
+
+    from PIL import Image
+
+    pixels = np.zeros((16, 16, 4), np.uint8)
+    pixels[:8] = (230, 20, 20, 255)
+    pixels[8:, :8] = (20, 20, 230, 255)
+    pixels[8:, 8:] = (20, 230, 20, 0)
+    png = io.BytesIO()
+    Image.fromarray(pixels).save(png, format="PNG")
+    positions = np.array([[-0.5, 0.5, 0], [0.5, 0.5, 0], [0.5, 1.5, 0], [-0.5, 1.5, 0]], np.float32)
+    uvs = np.array([[0, 1], [1, 1], [1, 0], [0, 0]], np.float32)
+    indices = np.array([0, 1, 2, 0, 2, 3], np.uint16)
+    parts = [positions.tobytes(), uvs.tobytes(), indices.tobytes() + b"\0\0", png.getvalue()]
+    views, offset = [], 0
+    for part in parts:
+        views.append({"buffer": 0, "byteOffset": offset, "byteLength": len(part)})
+        offset += len(part) + (-len(part) % 4)
+    blob = b"".join(part + b"\0" * (-len(part) % 4) for part in parts)
+    document = {
+        "asset": {"version": "2.0"}, "scene": 0, "scenes": [{"nodes": [0]}],
+        "nodes": [{"mesh": 0}],
+        "meshes": [{"primitives": [{"attributes": {"POSITION": 0, "TEXCOORD_0": 1}, "indices": 2, "material": 0}]}],
+        "materials": [{"pbrMetallicRoughness": {"baseColorTexture": {"index": 0}}, "alphaMode": alpha_mode,
+                       "doubleSided": True}],
+        "textures": [{"source": 0}], "images": [{"bufferView": 3, "mimeType": "image/png"}],
+        "buffers": [{"byteLength": len(blob)}],
+        "bufferViews": views[:2] + [dict(views[2], byteLength=12)] + views[3:],
+        "accessors": [
+            {"bufferView": 0, "componentType": 5126, "count": 4, "type": "VEC3"},
+            {"bufferView": 1, "componentType": 5126, "count": 4, "type": "VEC2"},
+            {"bufferView": 2, "componentType": 5123, "count": 6, "type": "SCALAR"},
+        ],
+    }
+    text = json.dumps(document).encode()
+    text += b" " * (-len(text) % 4)
+    body = struct.pack("<I4s", len(text), b"JSON") + text + struct.pack("<I4s", len(blob), b"BIN\0") + blob
+    path.write_bytes(struct.pack("<4sII", b"glTF", 2, 12 + len(body)) + body)
+    return path
+
+
+@pytest.mark.parametrize("alpha_mode", ["OPAQUE", "MASK"])
+def test_texture_orientation_and_alpha_mask(tmp_path, alpha_mode):
+    model = load_avatar(textured_quad_glb(tmp_path / "quad.glb", alpha_mode))
+    with OffscreenRenderer(model, size=(240, 240)) as renderer:
+        image = renderer.render(FrameState())[..., :3].astype(int)
+    red = (image[..., 0] > image[..., 1] + 80) & (image[..., 0] > image[..., 2] + 80)
+    blue = (image[..., 2] > image[..., 0] + 80) & (image[..., 2] > image[..., 1] + 80)
+    seen = (image[..., 1] > image[..., 0] + 60) & (image[..., 1] > image[..., 2] + 60)  # the green of the cut-out
+    assert red.sum() > 1000 and blue.sum() > 500
+    assert np.argwhere(red)[:, 0].mean() < np.argwhere(blue)[:, 0].mean()  # the image's top row is at the quad's top
+    assert np.argwhere(blue)[:, 1].mean() < image.shape[1] / 2  # and its left column at the quad's left (-X)
+    if alpha_mode == "MASK":
+        assert seen.sum() == 0  # the transparent quarter is cut out
+    else:
+        assert seen.sum() > 500  # opaque ignores alpha: the texel's colour shows
