@@ -192,17 +192,45 @@ def tts_heard_latency(text: str = "Hello, how are you today?", trials: int = 10)
 
     Each trial asks a running engine to speak `text` (synthesis, then played on its persistent speaker) and
     times from the request until the sound that the first mouth-open frame depicts reaches the DAC (the
-    source's media clock, anchored at the DAC). `speaker_buffer_ms` is the output buffer at the end and
-    `_max_ms` the largest it grew to; `output_underruns_count` the device's underruns meanwhile (each grows
-    the buffer). The first trial is a fresh engine's first sound; `machine_busy_pct` is the 1-minute load
-    average over the core count at the start (100 = every core busy with something else).
+    source's media clock, anchored at the DAC). `tts_heard_latency_ms_*`: as the speaker adapts on this
+    machine (its first size follows `cpu_pressure_pct`, then underruns grow it); `speaker_buffer_ms` is the
+    buffer at the end, `_max_ms` the largest it grew to, `output_underruns_count` the device's underruns.
+    `tts_heard_latency_min_buffer_ms_*`: the same with the buffer held at its minimum, as a quiet machine
+    plays (here with `min_buffer_underruns_count` underruns: each a gap a quiet machine would not have).
+    The first trial of each is a fresh engine's first sound.
     """
+    from studio.engine.output import MIN_BUFFER_S, OutputBufferPolicy, cpu_pressure_pct
+
+    result: dict = {"machine_busy_pct": 100.0 * os.getloadavg()[0] / (os.cpu_count() or 1)}
+    pressure = cpu_pressure_pct()
+    if pressure is not None:
+        result["cpu_pressure_pct"] = pressure
+    adaptive = _heard_latencies(text, trials, None)
+    if "note" in adaptive:
+        return result | adaptive
+    held = _heard_latencies(text, trials, OutputBufferPolicy(min_s=MIN_BUFFER_S, max_s=MIN_BUFFER_S))
+    for prefix, run in (("", adaptive), ("min_buffer_", held)):
+        heard = run["heard"]
+        if heard:
+            result[f"tts_heard_latency_{prefix}ms_p50"] = float(np.median(heard))
+            result[f"tts_heard_latency_{prefix}ms_p95"] = float(np.percentile(heard, 95))
+            result[f"tts_heard_latency_{prefix}trials"] = len(heard)
+        result[f"{prefix}output_underruns_count"] = run["underruns"]
+    result.update({"speaker_buffer_start_ms": adaptive["first_ms"], "speaker_buffer_ms": adaptive["buffers"][-1],
+                   "speaker_buffer_max_ms": max(adaptive["buffers"])})
+    return result
+
+
+def _heard_latencies(text: str, trials: int, policy) -> dict:
+    """{'heard': ms per trial, 'buffers': the speaker's buffer (ms) after each, 'underruns', 'first_ms': the
+    buffer it opened with} (or {'note'})."""
     from studio.engine.pipeline import Engine
     from studio.engine.sources import TextSource
     from studio.speech.visemes import mouth_openness
 
-    result: dict = {"machine_busy_pct": 100.0 * os.getloadavg()[0] / (os.cpu_count() or 1)}
     engine = Engine()
+    if policy is not None:
+        engine.speaker.policy = policy
     queue = engine.subscribe(10_000)
     engine.start()
     heard: list[float] = []
@@ -221,25 +249,18 @@ def tts_heard_latency(text: str = "Hello, how are you today?", trials: int = 10)
                 if frame is not None and mouth_openness(frame.arkit) > OPEN_MOUTH:
                     break
             if source.silent_reason:  # no output device: nothing is heard
-                result["note"] = f"not measured: {source.silent_reason}"
-                break
+                return {"note": f"not measured: {source.silent_reason}"}
+            buffers.append(engine.speaker.buffer_ms)
             if frame is None:
                 continue
             time.sleep(0.1)  # a few more DAC observations on the source's clock
             if source.clock.ready:
                 depicted = frame.media_time_s - engine.source_start_media_s
                 heard.append((source.clock.media_to_monotonic(depicted) - start) * 1000.0)
-            buffers.append(engine.speaker.buffer_ms)
         underruns = engine.speaker.underruns
-        result["speaker_buffer_ms"] = engine.speaker.buffer_ms
     finally:
         engine.stop()
-    if heard:
-        result.update({"tts_heard_latency_ms_p50": float(np.median(heard)),
-                       "tts_heard_latency_ms_p95": float(np.percentile(heard, 95)),
-                       "tts_heard_latency_trials": len(heard),
-                       "speaker_buffer_max_ms": float(max(buffers)), "output_underruns_count": underruns})
-    return result
+    return {"heard": heard, "buffers": buffers, "underruns": underruns, "first_ms": 1000.0 * engine.speaker.policy.first_s}
 
 
 def speech_to_frame(present: Callable | None = None, trials: int = 10, monitor: str = "vsink.monitor") -> dict:

@@ -100,6 +100,7 @@ class OutputBufferPolicy:
         self.quiet_s = float(quiet_s)  # the quiet stretch the next shrink needs
         self.size_s = self.min_s if start_s is None else float(start_s)
         self.busy_start_s = min(self.max_s, max(self.min_s, float(busy_start_s)))
+        self.first_s = self.size_s  # the size the first stream opened with
         self._start_chosen = start_s is not None
         self.grows = 0
         self.shrinks = 0
@@ -113,6 +114,7 @@ class OutputBufferPolicy:
         if not self._start_chosen and self._since is None:
             busy = cpu_pressure_pct is not None and cpu_pressure_pct >= BUSY_CPU_PRESSURE_PCT
             self.size_s = self.busy_start_s if busy else self.min_s
+            self.first_s = self.size_s
         self._start_chosen = True
         return self.size_s
 
