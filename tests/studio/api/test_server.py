@@ -343,3 +343,28 @@ def test_telemetry_max_clients_and_approval_by_name(served):
     assert refused["error"]["code"] == "not_approved" and "--approve 'unknown-bot'" in refused["error"]["message"]
     assert admitted["ok"]
     assert denied["error"]["code"] == "not_approved" and "denied" in denied["error"]["message"]
+
+
+def test_stop_ends_the_line_and_the_mouth_comes_to_rest(served):
+    async def scenario():
+        client, _ = await Client.connect(served, "stopper")
+        assert (await client.request("subscribe", {"frames_hz": 50, "events": True}))["ok"]
+        spoken = await client.request("speak", {"text": "This is a long line that will not be finished today."})
+        assert spoken["ok"]
+        while not client.frames or client.frames[-1]["data"]["arkit"]["jawOpen"] < 0.2:
+            assert await client.receive() is not None
+        speaking_at = client.frames[-1]["data"]["media_time_s"]
+        stopped = await client.request("stop")
+        await client.until_event("speech_stopped")
+        status = await client.request("status")
+        client.frames.clear()
+        while not client.frames or client.frames[-1]["data"]["arkit"]["jawOpen"] > 0.02:
+            assert await client.receive() is not None
+        await client.close()
+        rest_after_s = client.frames[-1]["data"]["media_time_s"] - speaking_at
+        return stopped, status, [event["data"]["kind"] for event in client.events], rest_after_s, spoken
+
+    stopped, status, later_events, rest_after_s, spoken = run(scenario())
+    assert rest_after_s < spoken["result"]["duration_s"] / 2, (rest_after_s, spoken)  # on the media clock
+    assert stopped["ok"] and status["result"]["speaking"] is False and status["result"]["state"] == "idle"
+    assert "speech_finished" not in later_events
