@@ -1,7 +1,7 @@
 """Qt-free view-models that the panels bind to.
 
-Each model holds the state a panel shows and calls its listeners when that state changes,
-so the logic works and is tested without a display; the Qt widgets only mirror it.
+Each model holds the state a panel shows and emits a psygnal signal when that state changes (as
+studio/'s models do), so the logic works and is tested without a display; the Qt widgets only mirror it.
 """
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
+from psygnal import Signal
 
 from studio.avatar.arkit import ARKIT_NAMES
 from studio.avatar.skeleton import JOINT_INDEX
@@ -47,36 +47,6 @@ INSPECTED_JOINTS: tuple[tuple[str, str], ...] = (
 )
 
 
-class Event:
-    """A list of listeners called in order; `blocked()` silences it (to stop widget ↔ model echo)."""
-
-    def __init__(self) -> None:
-        self._listeners: list[Callable] = []
-        self._blocked = 0
-
-    def connect(self, listener: Callable) -> Callable:
-        self._listeners.append(listener)
-        return listener
-
-    def disconnect(self, listener: Callable) -> None:
-        if listener in self._listeners:
-            self._listeners.remove(listener)
-
-    def emit(self, *args) -> None:
-        if self._blocked:
-            return
-        for listener in list(self._listeners):
-            listener(*args)
-
-    @contextmanager
-    def blocked(self) -> Iterator[None]:
-        self._blocked += 1
-        try:
-            yield
-        finally:
-            self._blocked -= 1
-
-
 def axis_angle_to_euler_deg(axis_angle: np.ndarray) -> tuple[float, float, float]:
     """(pitch about x, yaw about y, roll about z) in degrees, intrinsic Y-X-Z as a head turns.
 
@@ -101,9 +71,10 @@ class InspectorModel:
     often to redraw, so a cheap model update never forces widget work.
     """
 
+    changed = Signal(object)  # (FrameState)
+
     def __init__(self) -> None:
         self.frame: FrameState | None = None
-        self.changed = Event()
 
     def set_frame(self, state: FrameState) -> None:
         self.frame = state
@@ -206,6 +177,8 @@ class LatencyModel:
     preset's target applies to (`studio.telemetry.SoundToScreen`), None while no engine runs.
     """
 
+    changed = Signal()
+
     def __init__(self, window_s: float = 15.0, target_ms: float = DEFAULT_LATENCY_TARGET_MS, max_points: int = 4000) -> None:
         if not target_ms > 0:
             raise ValueError(f"latency target {target_ms!r} ms is not allowed; it must be > 0")
@@ -222,7 +195,6 @@ class LatencyModel:
         self.sound_to_screen: SoundToScreen | None = None
         self.sound_to_screen_trace: deque[tuple[float, float]] = deque(maxlen=max_points)
         self.present_ms: float | None = None  # p95 interval between presented frames: the wait for the next tick
-        self.changed = Event()
         self._render_samples: deque[tuple[float, float]] = deque(maxlen=max_points)
         self._last_over_total: int | None = None
 
@@ -359,13 +331,14 @@ class EngineController:
     (default: `studio.engine.pipeline.Engine()`).
     """
 
+    state_changed = Signal(str)
+    notice = Signal(str)  # worth saying once, not an error (an audio file that ends early)
+
     def __init__(self, engine_factory: Callable[[], object] | None = None) -> None:
         self._factory = engine_factory or _default_engine_factory
         self.engine = None
         self.state = "idle"
         self.unavailable_reason: str | None = None
-        self.state_changed = Event()
-        self.notice = Event()  # (text): worth saying once, not an error (an audio file that ends early)
         self._source = None
         self.expression = None  # the expression stage every engine built here uses (the panels' mixer)
         self.plan = None  # the module plan switched to since start-up (preset panel)

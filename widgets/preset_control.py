@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import threading
 
+from psygnal import Signal
+
 from studio.animation import IdleAnimator
 from studio.presets import Preset, PresetError, preset_by_name
-from widgets.models import Event
 
 BUILT_IN_PRESETS = ("default", "medical", "education", "performance")
 
@@ -20,10 +21,11 @@ BUILT_IN_PRESETS = ("default", "medical", "education", "performance")
 class PresetController:
     """The window's current preset; `apply` switches it live and `changed` fires with the new preset."""
 
+    changed = Signal(object)  # (Preset)
+
     def __init__(self, window) -> None:
         self.window = window
         self.preset: Preset | None = None
-        self.changed = Event()
         self._preloader: threading.Thread | None = None
 
     def apply(self, preset: Preset) -> None:

@@ -22,6 +22,7 @@ import time
 
 import numpy as np
 import vispy
+from psygnal import Signal
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 from vispy.gloo import gl
@@ -32,7 +33,6 @@ from render.scene import BACKGROUNDS, CAMERA_FRAMINGS, AvatarView
 from studio.avatar.look import BARE, Look, drawn_model
 from studio.avatar.model import AvatarModel
 from studio.frame import FrameState
-from widgets.models import Event
 
 vispy.use(app="pyside6")
 
@@ -44,6 +44,8 @@ class Viewport(QWidget):
     every mesh built by `render.lod` from `studio.avatar.look.drawn_model`; `avatar` is that look at full
     detail, for whoever needs the avatar rather than its pixels (recording, the persona panel).
     """
+
+    drawn = Signal(float, float)  # (monotonic time s, render/present ms) after every draw
 
     def __init__(self, avatar: AvatarModel, background: str = "studio", parent: QWidget | None = None,
                  native_window: bool = True, look: Look = BARE) -> None:
@@ -57,7 +59,6 @@ class Viewport(QWidget):
         self.last_draw_ms = 0.0
         self.draw_count = 0
         self._shown_state: FrameState | None = None
-        self.drawn = Event()  # (monotonic time s, render/present ms) after every draw
         self._upload_ms = 0.0
         self._draw_started = 0.0
         self.canvas.events.draw.connect(self._on_draw_start, position="first")

@@ -15,7 +15,6 @@ from widgets.models import (
     ARKIT_GROUPS,
     RENDER_STAGE,
     EngineController,
-    Event,
     FpsMeter,
     InspectorModel,
     LatencyModel,
@@ -24,16 +23,16 @@ from widgets.models import (
 )
 
 
-def test_event_calls_listeners_in_order_and_can_be_blocked():
-    event, calls = Event(), []
-    event.connect(lambda value: calls.append(("a", value)))
-    second = event.connect(lambda value: calls.append(("b", value)))
-    event.emit(1)
-    with event.blocked():
-        event.emit(2)
-    event.disconnect(second)
-    event.emit(3)
-    assert calls == [("a", 1), ("b", 1), ("a", 3)]
+def test_a_models_signal_calls_listeners_in_order_and_is_silent_while_blocked():
+    model, calls = LatencyModel(), []
+    model.changed.connect(lambda: calls.append(("a", model.target_ms)))
+    second = model.changed.connect(lambda: calls.append(("b", model.target_ms)))
+    model.set_target(40.0)
+    with model.changed.blocked():  # a widget writing back the value it shows hears no echo of it
+        model.set_target(45.0)
+    model.changed.disconnect(second)
+    model.set_target(50.0)
+    assert calls == [("a", 40.0), ("b", 40.0), ("a", 50.0)]
 
 
 def test_arkit_groups_cover_all_52_names_once():
