@@ -14,6 +14,7 @@ OSC is read and written with python-osc.
 
 from __future__ import annotations
 
+import functools
 import math
 import struct
 
@@ -44,6 +45,7 @@ VMC_PORT = 39539
 _SENT_INDEX = np.array([JOINT_INDEX[name] for name in SENT_JOINTS])
 _FLOAT = struct.Struct(">f")
 _POSE = struct.Struct(">7f")  # position x y z, quaternion x y z w
+_BUNDLE_PREFIX = b"#bundle\x00"
 
 
 def _element(address: str, *args) -> bytes:
@@ -112,6 +114,40 @@ class VmcSender(FrameSender):
         return data
 
 
+@functools.lru_cache(maxsize=1024)
+def _shape_index(name: str) -> int | None:
+    """The ARKit index of a peer's shape name (None when unknown), remembered: a tracker repeats its names."""
+    try:
+        return arkit_index(name)
+    except KeyError:
+        return None
+
+
+def osc_shape_ok(data: bytes, depth: int = 0) -> bool:
+    """Whether a datagram is a message, or a bundle whose elements all have sane sizes and kinds.
+
+    Checked before python-osc parses it: python-osc 1.10 loops forever on a bundle element of negative size
+    (it steps back onto the same size) and logs a warning for every element that is neither a message nor a
+    bundle, so one crafted packet could hang the receiver or flood the log."""
+    if data.startswith(b"/"):
+        return True
+    if depth > 8 or len(data) < 16 or not data.startswith(_BUNDLE_PREFIX):
+        return False
+    at = 16
+    while at < len(data):
+        if at + 4 > len(data):
+            return False
+        size = int.from_bytes(data[at:at + 4], "big", signed=True)
+        at += 4
+        if size <= 0 or size % 4 or at + size > len(data):
+            return False
+        content = data[at:at + size]
+        if not content.startswith(b"/") and not osc_shape_ok(content, depth + 1):
+            return False
+        at += size
+    return True
+
+
 class VmcReceiver(UdpReceiver):
     """VMC in on `port` (0.0.0.0 by default, as trackers on the network send to it), into a TrackerInput."""
 
@@ -125,6 +161,9 @@ class VmcReceiver(UdpReceiver):
         self._root: tuple[np.ndarray, np.ndarray] | None = None
 
     def handle(self, data: bytes, arrived: float) -> None:
+        if not osc_shape_ok(data):
+            self.count("malformed")
+            return
         try:
             messages = [timed.message for timed in OscPacket(data).messages]
         except Exception:  # noqa: BLE001 - python-osc raises several kinds on garbage; all mean "not OSC"
@@ -162,10 +201,11 @@ class VmcReceiver(UdpReceiver):
             current = self._staged[vrm]
             self._staged[vrm] = np.where(np.isnan(current), value, np.fmax(current, value))
             return
-        try:
-            self._staged[arkit_index(name)] = value
-        except KeyError:
+        index = _shape_index(name)
+        if index is None:
             self.count("unknown_name")
+            return
+        self._staged[index] = value
 
     def _apply(self, arrived: float) -> None:
         staged = self._staged
