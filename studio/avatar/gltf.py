@@ -63,6 +63,7 @@ class MaterialInfo:
     name: str
     base_color: tuple[float, float, float, float] = (1.0, 1.0, 1.0, 1.0)  # linear
     texture_image: int | None = None  # index into GltfScene.images
+    uv_transform: np.ndarray | None = None  # (3, 3) KHR_texture_transform of the base colour texture
     alpha_mode: str = "OPAQUE"
     alpha_cutoff: float = 0.5
     double_sided: bool = False
@@ -483,11 +484,17 @@ class _Reader:
                                   "in its base colour")
             elif not isinstance(image, int) or not 0 <= image < len(self.raw.get("images", [])):
                 raise self.fail(f"texture {texture} uses image {image!r}; the file has {len(self.raw.get('images', []))}")
+        transform = None
+        if image is not None:
+            extensions = pbr.baseColorTexture.extensions or {}
+            transform = _uv_transform(extensions.get("KHR_texture_transform"))
+            if (extensions.get("KHR_texture_transform") or {}).get("texCoord", pbr.baseColorTexture.texCoord or 0):
+                self.notes.append(f"material {index}'s texture uses a second UV set: drawn with the first")
         mode = material.alphaMode or "OPAQUE"
         if mode not in ("OPAQUE", "MASK", "BLEND"):
             raise self.fail(f"material {index} has alphaMode {mode!r}; allowed OPAQUE, MASK, BLEND")
         cutoff = material.alphaCutoff if material.alphaCutoff is not None else 0.5
-        return MaterialInfo(material.name or f"material{index}", factor, image, mode, float(cutoff),
+        return MaterialInfo(material.name or f"material{index}", factor, image, transform, mode, float(cutoff),
                             bool(material.doubleSided))
 
     def _image(self, index: int) -> np.ndarray:
@@ -522,6 +529,19 @@ def _target_names(mesh, primitive) -> list[str]:
         if isinstance(extras, dict) and isinstance(extras.get("targetNames"), list):
             return [str(n) for n in extras["targetNames"]]
     return []
+
+
+def _uv_transform(spec) -> np.ndarray | None:
+    """KHR_texture_transform's matrix: translation · rotation · scale, applied to (u, v, 1)."""
+    if not isinstance(spec, dict):
+        return None
+    ox, oy = (float(v) for v in spec.get("offset", (0.0, 0.0)))
+    sx, sy = (float(v) for v in spec.get("scale", (1.0, 1.0)))
+    angle = float(spec.get("rotation", 0.0))
+    cos, sin = np.cos(angle), np.sin(angle)
+    matrix = np.array([[1, 0, ox], [0, 1, oy], [0, 0, 1]]) @ np.array([[cos, sin, 0], [-sin, cos, 0], [0, 0, 1]]) \
+        @ np.diag([sx, sy, 1.0])
+    return matrix if np.isfinite(matrix).all() else None
 
 
 def _trs(translation, rotation, scale) -> np.ndarray:

@@ -235,6 +235,8 @@ def _look(scene: GltfScene, count: int):
             if material.texture_image is not None and piece.uvs is not None:
                 rects[rows] = cells[material.texture_image]
                 uvs[rows] = piece.uvs
+                if material.uv_transform is not None:
+                    uvs[rows] = piece.uvs @ material.uv_transform[:2, :2].T + material.uv_transform[:2, 2]
             cutoff = material.alpha_cutoff if material.alpha_mode == "MASK" else 0.5 if material.alpha_mode == "BLEND" else -1.0
             alpha[rows] = (base[3], cutoff)
         tint = base[None, :3] * (piece.colors[:, :3] if piece.colors is not None else 1.0)
