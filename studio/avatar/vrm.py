@@ -153,9 +153,13 @@ _SIDED_WORDS = {
 def _bone_key(name: str) -> tuple[str, str]:
     """(side 'left'/'right'/'', normalised word) of a node name such as 'mixamorig:LeftArm', 'upper_arm.L'."""
     text = name.split(":")[-1]
-    text = re.sub(r"^(J_Bip_[CLR]_|J_Adj_[CLR]_|Bip0?1_?|DEF-|ORG-)", "", text)
     side = ""
-    match = re.search(r"(?:[_.\- ]([LRlr])|(Left|Right|left|right|_L|_R))$", text)
+    vroid = re.match(r"J_(?:Bip|Adj|Sec)_([CLR])_", text)  # VRoid: J_Bip_L_UpperArm
+    if vroid:
+        side = {"L": "left", "R": "right"}.get(vroid.group(1), "")
+        text = text[vroid.end():]
+    text = re.sub(r"^(Bip0?1_?|DEF-|ORG-)", "", text)
+    match = None if side else re.search(r"(?:[_.\- ]([LRlr])|(Left|Right|left|right|_L|_R))$", text)
     if match:
         letter = (match.group(1) or match.group(2)).strip("_")[0].lower()
         side = "left" if letter == "l" else "right"

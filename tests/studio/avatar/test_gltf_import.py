@@ -318,3 +318,26 @@ def test_arkit_names_in_other_spellings_are_matched(tmp_path):
     model = load_avatar(write_glb(tmp_path, document, blob))
     found = set(ARKIT_NAMES) - set(model.info["arkit_missing"])
     assert found == {"eyeBlinkLeft", "eyeBlinkRight", "mouthSmileLeft"}
+
+
+@pytest.mark.parametrize("names, expected", [
+    (["Hips", "Spine", "Spine1", "Spine2", "Neck", "Head", "LeftEye", "LeftShoulder", "LeftArm", "LeftForeArm",
+      "LeftHand", "RightUpLeg", "RightLeg", "RightFoot", "RightToeBase"],  # Ready Player Me
+     {"hips": "Hips", "chest": "Spine1", "upperChest": "Spine2", "leftEye": "LeftEye", "leftUpperArm": "LeftArm",
+      "leftLowerArm": "LeftForeArm", "rightUpperLeg": "RightUpLeg", "rightLowerLeg": "RightLeg", "rightToes": "RightToeBase"}),
+    (["mixamorig:Hips", "mixamorig:Neck", "mixamorig:Head", "mixamorig:RightArm", "mixamorig:RightHand"],  # Mixamo
+     {"hips": "mixamorig:Hips", "head": "mixamorig:Head", "rightUpperArm": "mixamorig:RightArm",
+      "rightHand": "mixamorig:RightHand"}),
+    (["J_Bip_C_Hips", "J_Bip_C_Head", "J_Bip_L_UpperArm", "J_Bip_R_LowerLeg"],  # VRoid without its VRM extension
+     {"hips": "J_Bip_C_Hips", "head": "J_Bip_C_Head", "leftUpperArm": "J_Bip_L_UpperArm", "rightLowerLeg": "J_Bip_R_LowerLeg"}),
+    (["pelvis", "neck", "head", "upper_arm.L", "forearm.R", "thigh.L", "shin_R"],  # Blender rigs
+     {"hips": "pelvis", "head": "head", "leftUpperArm": "upper_arm.L", "rightLowerArm": "forearm.R",
+      "leftUpperLeg": "thigh.L", "rightLowerLeg": "shin_R"}),
+])
+def test_humanoid_bones_are_guessed_from_common_rig_names(names, expected):
+    from types import SimpleNamespace
+
+    from studio.avatar.vrm import guess_humanoid
+
+    found = guess_humanoid(SimpleNamespace(node_names=names), set(range(len(names))))
+    assert {bone: names[node] for bone, node in found.items() if bone in expected} == expected
