@@ -44,7 +44,10 @@ class StudioService:
     """One engine and the studio state the API changes; every method is safe from any thread."""
 
     def __init__(self, persona: Persona, preset: Preset, folders: AllowedFolders | None = None,
-                 play_audio: bool = False, recordings: Path | None = None, prewarm: bool = True) -> None:
+                 play_audio: bool = False, recordings: Path | None = None, prewarm: bool = True,
+                 engine=None, mixer=None) -> None:
+        """`engine` and `mixer`: an engine already running and its ExpressionMixer (a window's, which plays its
+        sound); without them a headless engine is built, silent unless `play_audio`."""
         from studio.engine.anchor import SpatialAnchor
         from studio.engine.pipeline import Engine
         from studio.expressions import ExpressionMixer, MixSettings
@@ -52,13 +55,17 @@ class StudioService:
         self.persona, self.preset = persona, preset
         self.folders = folders or AllowedFolders()
         self.recordings = Path(recordings) if recordings is not None else recordings_dir()
-        self.play_audio = play_audio
+        self.play_audio = play_audio or engine is not None
         gains, caps = persona.style.weight_arrays()
-        self.mixer = ExpressionMixer(MixSettings(gains=gains, caps=caps))
-        self.engine = Engine(plan=preset.plan, style=persona.motion_style(), expression=self.mixer,
-                             anchor=SpatialAnchor(preset.anchor))
-        if not play_audio:
-            self.engine.speaker = SilentSpeaker()
+        self.mixer = mixer or ExpressionMixer(MixSettings(gains=gains, caps=caps))
+        if engine is None:
+            engine = Engine(plan=preset.plan, style=persona.motion_style(), expression=self.mixer,
+                            anchor=SpatialAnchor(preset.anchor))
+            if not play_audio:
+                engine.speaker = SilentSpeaker()
+        else:
+            prewarm = False  # its owner prepared it
+        self.engine = engine
         if prewarm:
             from studio.housekeeping import prepare_long_session
 
