@@ -61,18 +61,25 @@ def video_format(path: str | os.PathLike, background: str | None = None) -> Vide
     return spec
 
 
-class _StreamedAudio:
-    """Audio pulled from a chunked decoder (anything with `sample_rate`, `channels` and `chunks()`, such as
-    studio.engine.audio_file.AudioFileStream) as the video needs it: never the whole file in memory."""
+class _AudioFeed:
+    """The video's audio, handed out as the frames reach it. A chunked decoder (anything with `sample_rate`,
+    `channels` and `chunks()`, such as studio.engine.audio_file.AudioFileStream) is pulled as it goes, never the
+    whole file in memory; samples already in memory are fed as one chunk, so both take the same path."""
 
-    def __init__(self, stream) -> None:
-        self.rate = int(stream.sample_rate)
-        if not 8000 <= self.rate <= 192000:
-            raise ValueError(f"audio sample_rate {self.rate!r} is not allowed; use an integer 8000..192000 Hz")
-        self.channels = 1 if stream.channels == 1 else 2
-        self._chunks = iter(stream.chunks(channels=self.channels))
+    def __init__(self, rate: int, channels: int, chunks) -> None:
+        self.rate = int(rate)
+        self.channels = channels
+        self._chunks = iter(chunks)  # (n, channels) float32 arrays
         self._buffer = np.zeros((self.channels, 0), np.float32)
         self.position = 0  # samples handed out so far
+
+    @classmethod
+    def of_stream(cls, stream) -> _AudioFeed:
+        rate = int(stream.sample_rate)
+        if not 8000 <= rate <= 192000:
+            raise ValueError(f"audio sample_rate {rate!r} is not allowed; use an integer 8000..192000 Hz")
+        channels = 1 if stream.channels == 1 else 2
+        return cls(rate, channels, stream.chunks(channels=channels))
 
     def take(self, until: int | None) -> np.ndarray:
         """(channels, n) samples from `position` up to `until` (None: to the end), fewer at the end."""
@@ -88,12 +95,12 @@ class _StreamedAudio:
         return out
 
 
-def _check_audio(audio) -> tuple[np.ndarray, int] | _StreamedAudio | None:
-    """Audio as (channels, samples) float32 and its rate, or a ValueError saying what is wrong."""
+def _check_audio(audio) -> _AudioFeed | None:
+    """The audio as a feed of float32 samples in -1..1, or a ValueError saying what is wrong."""
     if audio is None:
         return None
     if hasattr(audio, "chunks"):
-        return _StreamedAudio(audio)
+        return _AudioFeed.of_stream(audio)
     try:
         samples, rate = audio
     except (TypeError, ValueError):
@@ -112,7 +119,7 @@ def _check_audio(audio) -> tuple[np.ndarray, int] | _StreamedAudio | None:
         raise ValueError(f"audio sample_rate {rate!r} is not allowed; use an integer 8000..192000 Hz")
     if not np.isfinite(samples).all():
         raise ValueError("audio samples hold NaN or infinite values")
-    return np.ascontiguousarray(np.clip(samples, -1.0, 1.0)), int(rate)
+    return _AudioFeed(int(rate), samples.shape[0], [np.clip(samples, -1.0, 1.0).T])
 
 
 def render_video(
@@ -142,7 +149,7 @@ def render_video(
     if not 1.0 <= float(fps) <= 240.0:
         raise ValueError(f"fps {fps!r} is out of range; allowed 1..240")
     check_output_file(out_path)
-    checked_audio = _check_audio(audio)
+    feed = _check_audio(audio)
     spec = video_format(out_path, background)
     alpha = background == "transparent"
     if avatar is None:
@@ -168,12 +175,9 @@ def render_video(
                 if spec.bt709:
                     _tag_bt709(video.codec_context)
                 audio_stream = None
-                audio_sent = 0
-                if checked_audio is not None:
-                    feed = checked_audio if isinstance(checked_audio, _StreamedAudio) else None
-                    samples, sample_rate = (None, feed.rate) if feed else checked_audio
-                    audio_stream = container.add_stream(spec.audio_codec, rate=spec.audio_rate or sample_rate)
-                    audio_stream.layout = "mono" if (feed.channels if feed else samples.shape[0]) == 1 else "stereo"
+                if feed is not None:
+                    audio_stream = container.add_stream(spec.audio_codec, rate=spec.audio_rate or feed.rate)
+                    audio_stream.layout = "mono" if feed.channels == 1 else "stereo"
 
                 for state in frames:
                     image = renderer.render(state)
@@ -186,22 +190,13 @@ def render_video(
                     container.mux(video.encode(picture))
                     frame_count += 1
                     if audio_stream is not None:
-                        until = int(round(frame_count / rate * sample_rate))
-                        if feed:
-                            block = feed.take(until)
-                            audio_sent = _send_audio(container, audio_stream, block, sample_rate, 0, block.shape[1],
-                                                     pts_offset=audio_sent)
-                        else:
-                            audio_sent = _send_audio(container, audio_stream, samples, sample_rate, audio_sent, until)
+                        _send_audio(container, audio_stream, feed.take(int(round(frame_count / rate * feed.rate))),
+                                    feed.rate, feed.position)
                 if frame_count == 0:
                     raise ValueError("no frames to render: the frame iterable was empty")
                 if audio_stream is not None:
-                    if feed:
-                        while (block := feed.take(feed.position + sample_rate)).shape[1]:
-                            audio_sent = _send_audio(container, audio_stream, block, sample_rate, 0, block.shape[1],
-                                                     pts_offset=audio_sent)
-                    else:
-                        _send_audio(container, audio_stream, samples, sample_rate, audio_sent, samples.shape[1])
+                    while (block := feed.take(feed.position + feed.rate)).shape[1]:
+                        _send_audio(container, audio_stream, block, feed.rate, feed.position)
                     container.mux(audio_stream.encode(None))
                 container.mux(video.encode(None))
             finally:
@@ -215,9 +210,8 @@ def render_video(
         "frames": frame_count,
         "fps": float(rate),
         "duration_s": frame_count / float(rate),
-        "has_audio": checked_audio is not None,
-        "audio_samples": None if checked_audio is None else (
-            checked_audio.position if isinstance(checked_audio, _StreamedAudio) else checked_audio[0].shape[1]),
+        "has_audio": feed is not None,
+        "audio_samples": None if feed is None else feed.position,
         "alpha": alpha,
     }
 
@@ -230,23 +224,19 @@ def _tag_bt709(context) -> None:
     context.colorspace, context.color_range = Colorspace.ITU709, ColorRange.MPEG
 
 
-def _send_audio(container, stream, samples: np.ndarray, sample_rate: int, start: int, until: int,
-                pts_offset: int = 0) -> int:
-    """Encode samples[start:until] in AAC-sized chunks (stamped from `pts_offset` + start); returns the new position
-    (plus `pts_offset`)."""
+def _send_audio(container, stream, block: np.ndarray, sample_rate: int, end: int) -> None:
+    """Encode the (channels, n) `block` that ends at sample `end` of the audio, in AAC-sized chunks."""
     import av
 
-    until = min(until, samples.shape[1])
-    layout = "mono" if samples.shape[0] == 1 else "stereo"
-    while start < until:
-        stop = min(start + _AUDIO_CHUNK, until)
-        chunk = av.AudioFrame.from_ndarray(np.ascontiguousarray(samples[:, start:stop]), format="fltp", layout=layout)
+    layout = "mono" if block.shape[0] == 1 else "stereo"
+    first = end - block.shape[1]
+    for start in range(0, block.shape[1], _AUDIO_CHUNK):
+        chunk = av.AudioFrame.from_ndarray(np.ascontiguousarray(block[:, start:start + _AUDIO_CHUNK]), format="fltp",
+                                           layout=layout)
         chunk.sample_rate = sample_rate
-        chunk.pts = pts_offset + start
+        chunk.pts = first + start
         chunk.time_base = Fraction(1, sample_rate)
         container.mux(stream.encode(chunk))
-        start = stop
-    return pts_offset + start
 
 
 def probe_video(path: str | os.PathLike) -> dict:
