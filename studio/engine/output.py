@@ -12,15 +12,16 @@ preempted while holding it) starved the device and the sound broke up. A clip is
 counts the frames it has handed over (`done_frames`), and its start time at the DAC (`actual_time`).
 
 The device buffer adapts (`OutputBufferPolicy`): it starts at `MIN_BUFFER_S` (20 ms: text to the first
-sound at the DAC within ~30 ms on a quiet machine), doubles when the device reports an underrun (a busy
-machine's scheduling delays emptied it; a fixed 0.1 s made every utterance wait 0.1 s more), and halves
-again after a quiet stretch. PortAudio fixes a stream's buffer when it opens, so a new size means a new
-stream: while nothing plays it is simply reopened (5-20 ms); while a clip plays a larger buffer takes
-over mid-clip (`_hand_over`): the new stream starts the clip's remaining samples at the DAC time the old
-one would have reached them, and the old one is cancelled at that same instant, so the sound goes on.
+sound at the DAC within ~35 ms on a quiet machine; `BUSY_START_S` when the CPUs are contended as it opens),
+doubles when the device reports an underrun (a busy machine's scheduling delays emptied it; a fixed 0.1 s
+made every utterance wait 0.1 s more), and halves again after a quiet stretch. PortAudio fixes a stream's
+buffer when it opens, so a new size means a new stream: while nothing plays it is simply reopened (5-20 ms);
+while a clip plays a larger buffer takes over mid-clip (`_hand_over`): the new stream starts the clip's
+remaining samples at the DAC time the old one has reached them, the two cross-fading, so the sound goes on.
 A smaller buffer waits until nothing plays. The clip's DAC start time includes the buffer, so the media
-clock (and the lips) follows the sound as heard. Underruns the device reports are counted (`underruns`);
-alsa-lib's own messages about them are silenced (`studio.engine.alsa`).
+clock (and the lips) follows the sound as heard; an underrun delays the rest of a clip, so its DAC times are
+then measured again (a silent probe started beside it: `_probed_frame`). Underruns the device reports are
+counted (`underruns`); alsa-lib's own messages about them are silenced (`studio.engine.alsa`).
 
 Cutting a clip (or muting) edits the clip's samples ahead of the callback's read position: a short
 fade, then silence, `FADE_S` plus `_GUARD_S` ahead, then the action is cancelled just after the time
