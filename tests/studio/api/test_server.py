@@ -7,6 +7,7 @@ import base64
 import json
 import os
 import socket
+import time
 
 import numpy as np
 
@@ -214,6 +215,34 @@ def test_http_surface(served):
     assert status == 413 and body["error"]["code"] == "too_large"
     status, body = post(b'{"type": "status"}', {**auth, "X-Client-Name": "../../etc"})
     assert status == 400
+    status, body = post(b'{"type": "status"}', {**auth, "Authorization": "Bearer guess"})
+    assert status == 401 and body["error"]["code"] == "bad_token"
+    status, body = post(b'{"type": "status"}', auth)  # the right token, too soon after a wrong one
+    assert status == 429 and body["error"]["code"] == "retry_later"
+    time.sleep(served.server.limits.auth_retry_after_s + 0.2)
+    assert post(b'{"type": "status"}', auth)[0] == 200
+
+
+def test_a_connection_that_never_authenticates_is_closed(served):
+    from dataclasses import replace
+
+    import aiohttp
+
+    limits = served.server.limits
+
+    async def silent():
+        async with aiohttp.ClientSession() as session, session.ws_connect(f"{served.url}/api") as ws:
+            refused = json.loads((await ws.receive(timeout=30)).data)
+            closed = await ws.receive(timeout=30)
+            return refused, closed
+
+    served.thread.call(setattr, served.server, "limits", replace(limits, auth_timeout_s=0.3))
+    try:
+        refused, closed = run(silent())
+    finally:
+        served.thread.call(setattr, served.server, "limits", limits)
+    assert refused["error"]["code"] == "unauthenticated" and "no auth message" in refused["error"]["message"]
+    assert closed.type.name in ("CLOSE", "CLOSED")
 
 
 def test_commands_change_what_the_frames_show_and_record_a_take(served):
