@@ -317,6 +317,9 @@ def bench_command(args: argparse.Namespace) -> int:
     from studio.api.bench import bench_api
 
     report["api"] = bench_api(seconds=3.0 if args.quick else 10.0)  # engine ms per hop with 0, 1, 8 API clients
+    from studio.interop.bench import bench_interop
+
+    report["interop"] = bench_interop(seconds=2.0 if args.quick else 5.0)  # VMC/Live Link send cost, tracker to frame
     text = json.dumps(report, indent=2, sort_keys=False)
     print(text)
     if args.out:
