@@ -46,6 +46,8 @@ def region_weights(model: AvatarModel) -> np.ndarray:
     Hair follows more towards its ends (held at the crown, free at the nape); the shirt more towards its hem; a sleeve
     (shirt skinned mostly to a shoulder or elbow) more towards its cuff.
     """
+    if model.cloth_weights is not None:  # an imported avatar's spring bones say which vertices swing
+        return np.array(model.cloth_weights, np.float32)
     weights = np.zeros((model.num_vertices, len(CLOTH_REGIONS)), np.float32)
     if model.part_labels is None:
         return weights

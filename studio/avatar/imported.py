@@ -74,11 +74,14 @@ def avatar_from_scene(scene: GltfScene, vrm: VrmInfo) -> AvatarModel:
                      if bone in HUMANOID_TO_SMPLX}
     joints = _joint_positions(scene, smplx_of_node, positions)
     weights = np.zeros((count + NUM_JOINTS, NUM_JOINTS), np.float32)
+    node_weights = []  # per primitive: (node indices (N, 4), weights (N, 4)), for the spring bones
     for i, piece in enumerate(scene.primitives):
         rows = np.arange(offsets[i], offsets[i + 1])
         if piece.joints is None:
             weights[rows, _ride(scene, smplx_of_node, piece.node)] = 1.0
+            node_weights.append((np.full((len(rows), 1), piece.node), np.ones((len(rows), 1), np.float32)))
             continue
+        node_weights.append((piece.joints, piece.weights))
         for k in range(4):
             targets = np.array([_ride(scene, smplx_of_node, int(n)) for n in piece.joints[:, k]])
             np.add.at(weights, (rows, targets), piece.weights[:, k])
@@ -86,6 +89,7 @@ def avatar_from_scene(scene: GltfScene, vrm: VrmInfo) -> AvatarModel:
     regressor = np.zeros((NUM_JOINTS, count + NUM_JOINTS), np.float32)
     regressor[:, count:] = np.eye(NUM_JOINTS, dtype=np.float32)
 
+    cloth = _spring_weights(scene, vrm, smplx_of_node, node_weights, count)
     expr, mapping = _expressions(scene, vrm, offsets, count)
     colors, uvs, rects, alpha, atlas = _look(scene, count)
     pad = lambda array, fill=0.0: np.vstack([array, np.full((NUM_JOINTS, array.shape[1]), fill, array.dtype)])  # noqa: E731
@@ -117,6 +121,7 @@ def avatar_from_scene(scene: GltfScene, vrm: VrmInfo) -> AvatarModel:
         has_arkit_expressions=has_face,
         source=str(scene.path),
         uvs=pad(uvs), texture=atlas, texture_rects=pad(rects), alpha=pad(alpha, 1.0),
+        cloth_weights=None if cloth is None else pad(cloth),
         info=info,
     )
 
@@ -129,6 +134,30 @@ def _ride(scene: GltfScene, smplx_of_node: dict[int, int], node: int) -> int:
             return smplx_of_node[at]
         at = scene.parents[at]
     return 0
+
+
+def _spring_weights(scene: GltfScene, vrm: VrmInfo, smplx_of_node: dict[int, int],
+                    node_weights: list[tuple[np.ndarray, np.ndarray]], count: int) -> np.ndarray | None:
+    """(V, 4) cloth weights from the VRM spring bone chains, or None when the avatar has none.
+
+    The studio's cloth springs stand in for the chains: a chain riding on the head swings with the `hair` spring,
+    any other (skirt, coat, accessory) with the `shirt` spring; a vertex follows by its skin weight on the chain's
+    joints times how far down the chain each joint is (0 at the attached root, 1 at the tip).
+    """
+    if not vrm.springs:
+        return None
+    head = {JOINT_INDEX["head"], JOINT_INDEX["neck"], JOINT_INDEX["jaw"]}
+    follow = np.zeros((len(scene.parents), 2), np.float32)
+    for chain in vrm.springs:
+        column = 0 if _ride(scene, smplx_of_node, chain[0]) in head else 1
+        for depth, node in enumerate(chain):
+            follow[node, column] = max(follow[node, column], (depth + 1) / len(chain))
+    out = np.zeros((count, 4), np.float32)
+    start = 0
+    for nodes, weights in node_weights:
+        out[start:start + len(nodes), :2] = np.einsum("vk,vkc->vc", weights, follow[nodes])
+        start += len(nodes)
+    return out if out.any() else None
 
 
 def _joint_positions(scene: GltfScene, smplx_of_node: dict[int, int], positions: np.ndarray) -> np.ndarray:

@@ -43,6 +43,7 @@ class VrmInfo:
     expressions: Mapping[str, Expression]
     look_at: str  # "bone", "expression" or ""
     meta: Mapping[str, str]
+    springs: tuple[tuple[int, ...], ...] = ()  # spring bone chains, root first (node indices)
 
 
 def read_vrm(scene: GltfScene) -> VrmInfo:
@@ -74,7 +75,11 @@ def _vrm1(scene: GltfScene, ext: dict) -> VrmInfo:
             overrides = {key: str(spec.get(key, "none")) for key in OVERRIDE_GROUPS}
             expressions[name] = Expression(name, binds, bool(spec.get("isBinary", False)), overrides)
     meta = ext.get("meta") or {}
-    return VrmInfo("1.0", bones, expressions, str((ext.get("lookAt") or {}).get("type", "")), {
+    springs = tuple(
+        tuple(_node(scene, joint.get("node"), "a spring bone joint") for joint in spring.get("joints") or [])
+        for spring in (scene.extensions.get("VRMC_springBone") or {}).get("springs") or []
+    )
+    return VrmInfo("1.0", bones, expressions, str((ext.get("lookAt") or {}).get("type", "")), springs=springs, meta={
         "title": str(meta.get("name", "")),
         "author": ", ".join(str(a) for a in meta.get("authors") or []),
         "licence": str(meta.get("licenseUrl", "")),
@@ -99,12 +104,32 @@ def _vrm0(scene: GltfScene, ext: dict) -> VrmInfo:
         expressions[name] = Expression(name, tuple(binds), bool(spec.get("isBinary", False)), {})
     meta = ext.get("meta") or {}
     look = str((ext.get("firstPerson") or {}).get("lookAtTypeName", "")).lower()
-    return VrmInfo("0.x", bones, expressions, "expression" if look == "blendshape" else look, {
+    springs = []
+    for group in (ext.get("secondaryAnimation") or {}).get("boneGroups") or []:
+        for root in group.get("bones") or []:
+            springs.extend(_chains(scene, _node(scene, root, "a secondaryAnimation bone")))
+    return VrmInfo("0.x", bones, expressions, "expression" if look == "blendshape" else look, springs=tuple(springs),
+                   meta={
         "title": str(meta.get("title", "")),
         "author": str(meta.get("author", "")),
         "licence": str(meta.get("licenseName", "")),
         "redistribution": str(meta.get("otherPermissionUrl", "")),
     })
+
+
+def _chains(scene: GltfScene, root: int) -> list[tuple[int, ...]]:
+    """VRM 0.x springs: every path from a listed bone down to a leaf of its subtree is one chain."""
+    children: dict[int, list[int]] = {}
+    for node, parent in enumerate(scene.parents):
+        children.setdefault(parent, []).append(node)
+    chains, stack = [], [(root,)]
+    while stack:
+        path = stack.pop()
+        below = children.get(path[-1], [])
+        if not below or len(path) > 64:
+            chains.append(path)
+        stack.extend(path + (child,) for child in below)
+    return chains
 
 
 def resolve_expressions(info: VrmInfo, weights: Mapping[str, float]) -> dict[str, float]:

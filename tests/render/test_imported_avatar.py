@@ -164,3 +164,22 @@ def test_texture_orientation_and_alpha_mask(tmp_path, alpha_mode):
         assert seen.sum() == 0  # the transparent quarter is cut out
     else:
         assert seen.sum() > 500  # opaque ignores alpha: the texel's colour shows
+
+
+def test_a_vrm_spring_bone_ponytail_swings_with_the_hair_spring():
+    """The VRM 0.x humanoid's ponytail is a secondaryAnimation chain: with the cloth module's hair spring on,
+    a quick nod leaves it lagging behind where the rigid head would carry it; off, it moves rigidly."""
+    model = load_avatar(DATA / "humanoid_vrm0.vrm")
+    nod = []
+    for step in range(6):
+        pose = np.zeros((55, 3))
+        pose[JOINT_INDEX["head"]] = (0.08 * step, 0, 0)
+        nod.append(FrameState(media_time_s=step / 60, pose=pose))
+    images = {}
+    for regions in ((), ("hair",)):
+        with OffscreenRenderer(model, size=(320, 320), camera="head") as renderer:
+            renderer.view.orbit(90, 0)  # from the side: the ponytail hangs behind the head
+            renderer.view.avatar.set_cloth(regions)
+            for state in nod:
+                images[regions] = renderer.render(state)
+    assert changed(images[()], images[("hair",)]).sum() > 20

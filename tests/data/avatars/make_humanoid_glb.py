@@ -29,7 +29,10 @@ BONES = {  # name: (head, tail, parent)
     "chest": ((0, 0, 1.2), (0, 0, 1.4), "spine"),
     "neck": ((0, 0, 1.4), (0, 0, 1.5), "chest"),
     "head": ((0, 0, 1.5), (0, 0, 1.78), "neck"),
+    "hair_1": ((0, 0.15, 1.66), (0, 0.15, 1.54), "head"),  # a ponytail: the VRM 0.x file makes it a spring bone chain
+    "hair_2": ((0, 0.15, 1.54), (0, 0.15, 1.42), "hair_1"),
 }
+PONYTAIL_Y = 0.122  # vertices behind the head's back (y = 0.12) are the ponytail's
 for side, sign in (("L", 1), ("R", -1)):
     BONES.update({
         f"upper_arm.{side}": ((sign * 0.18, 0, 1.4), (sign * 0.45, 0, 1.4), "chest"),
@@ -72,7 +75,8 @@ def skin_image():
 
 def add(kind, location, scale, mat, rotation=(0, 0, 0)):
     if kind == "sphere":
-        bpy.ops.mesh.primitive_uv_sphere_add(segments=SEGMENTS, ring_count=max(8, SEGMENTS * 3 // 5), location=location, rotation=rotation)
+        bpy.ops.mesh.primitive_uv_sphere_add(segments=SEGMENTS, ring_count=max(8, SEGMENTS * 3 // 5), location=location,
+                                             rotation=rotation)
     else:
         bpy.ops.mesh.primitive_cylinder_add(vertices=max(8, SEGMENTS * 3 // 5), location=location, rotation=rotation)
     obj = bpy.context.active_object
@@ -93,6 +97,7 @@ def main():
     cloth = material("Cloth", (0.15, 0.25, 0.65))
     eye = material("Eye", (0.02, 0.02, 0.03))
     mouth = material("Mouth", (0.45, 0.05, 0.08))
+    hair = material("Hair", (0.35, 0.18, 0.05))
     parts = [
         add("sphere", HEAD, (0.12, 0.12, 0.14), skin),
         add("sphere", EYES["L"], (0.022, 0.01, 0.016), eye),
@@ -100,6 +105,7 @@ def main():
         add("sphere", MOUTH, (0.04, 0.012, 0.012), mouth),
         add("cylinder", (0, 0, 1.17), (0.16, 0.11, 0.28), cloth),
         add("cylinder", (0, 0, 1.46), (0.045, 0.045, 0.06), skin),
+        add("cylinder", (0, 0.15, 1.54), (0.025, 0.025, 0.12), hair),
     ]
     for sign in (1, -1):
         parts.append(add("cylinder", (sign * 0.44, 0, 1.4), (0.05, 0.05, 0.27), cloth, (0, math.pi / 2, 0)))
@@ -131,10 +137,13 @@ def main():
     segments = {name: (Vector(h), Vector(t)) for name, (h, t, _) in BONES.items()}
     for vertex in body.data.vertices:
         point = vertex.co
-        if (point - HEAD).length < 0.2 and point.z > 1.48:
+        if point.y > PONYTAIL_Y:
+            nearest = min(("hair_1", "hair_2"), key=lambda n: distance_to_segment(point, *segments[n]))
+        elif (point - HEAD).length < 0.2 and point.z > 1.48:
             nearest = "head"
         else:
-            nearest = min(segments, key=lambda n: distance_to_segment(point, *segments[n]))
+            nearest = min((n for n in segments if not n.startswith("hair")),
+                          key=lambda n: distance_to_segment(point, *segments[n]))
         groups[nearest].add([vertex.index], 1.0, "REPLACE")
     modifier = body.modifiers.new("Armature", "ARMATURE")
     modifier.object = rig
@@ -146,7 +155,7 @@ def main():
     for vertex in body.data.vertices:
         point = vertex.co.copy()
         index = vertex.index
-        on_head = (point - HEAD).length < 0.2 and point.z > 1.48
+        on_head = (point - HEAD).length < 0.2 and point.z > 1.48 and point.y < PONYTAIL_Y
         for side, centre in EYES.items():
             if (point - centre).length < 0.03:
                 flat = Vector((point.x, point.y + 0.004, centre.z + (point.z - centre.z) * 0.05))

@@ -5,7 +5,8 @@
 Geometry, skin, texture and morph targets stay Blender's bytes. What changes is the JSON, as VRM 0.x
 exporters write it: the model turned to face -Z (a root node rotated 180° about Y), the morph targets given
 VRoid-style names that are not ARKit names (so the studio must fall back to the VRM vowels and blinks), and a
-`VRM` extension with meta, the humanoid bone map and blend shape groups (A, O, Blink, Blink_L, Blink_R, Joy).
+`VRM` extension with meta, the humanoid bone map, blend shape groups (A, O, Blink, Blink_L, Blink_R, Joy) and
+the ponytail (hair_1, hair_2) as a secondaryAnimation spring bone group.
 """
 
 import json
@@ -56,6 +57,11 @@ def main() -> None:
             group("Joy", "joy", "Fcl_MTH_Joy_L", "Fcl_MTH_Joy_R"),
         ]},
         "firstPerson": {"lookAtTypeName": "Bone"},
+        "secondaryAnimation": {"boneGroups": [{
+            "comment": "ponytail", "stiffiness": 1.0, "gravityPower": 0.0, "gravityDir": {"x": 0, "y": -1, "z": 0},
+            "dragForce": 0.4, "center": -1, "hitRadius": 0.02, "colliderGroups": [],
+            "bones": [i for i, node in enumerate(nodes) if node.get("name") == "hair_1"],
+        }], "colliderGroups": []},
     }}
     text = json.dumps(document, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 4)

@@ -174,6 +174,20 @@ def test_a_vrm0_humanoid_faces_forward_and_its_face_runs_on_the_vowel_fallback()
     assert model.v_template[blink, 0].mean() > 0  # Blink_L closes the eye on the avatar's left
 
 
+def test_vrm0_spring_bones_become_the_hair_cloth_region():
+    from studio.cloth import region_weights
+
+    model = load_avatar(DATA / "humanoid_vrm0.vrm")
+    weights = region_weights(model)
+    follows = weights[:, 0] > 0
+    head = model.rest_joints()[JOINT_INDEX["head"]]
+    assert follows.sum() > 20 and not weights[:, 1:].any()
+    assert (model.v_template[follows, 2] < head[2] - 0.1).all()  # only the ponytail, behind the head (-Z)
+    low = model.v_template[follows, 1] < np.median(model.v_template[follows, 1])
+    assert weights[follows, 0][low].mean() > weights[follows, 0][~low].mean()  # the tip follows more than the root
+    assert load_avatar(HUMANOID).cloth_weights is None  # plain glTF: no spring bones, nothing swings
+
+
 def test_a_persona_may_name_a_vrm_file():
     from studio.avatar.look import persona_model
     from studio.presets import Persona
