@@ -425,11 +425,12 @@ def _below(value: float | None, limit: float) -> bool | None:
 
 def gui_rss_growth(times_s: list[float], rss: list[float], warmup_s: float) -> dict:
     """Memory growth of a GUI session after its warm-up: the median RSS over the last stretch (a tenth of the
-    run, at most 30 s) against the median over the same stretch from `warmup_s` on. Medians, because an export
-    or a playback briefly holds buffers that a single sample would count as growth."""
+    run, at most 60 s, about one round of the operator script) against the median over the same stretch from
+    `warmup_s` on. Medians, because a playback or a mesh build holds buffers for a few seconds that a single
+    sample would count as growth."""
     if not times_s:
         return {"growth_pct": None, "baseline_mb": None, "end_mb": None, "max_mb": None}
-    stretch = min(30.0, max(times_s[-1] / 10.0, 1.0))
+    stretch = min(60.0, max(times_s[-1] / 10.0, 1.0))
     after = [mb for t, mb in zip(times_s, rss) if t >= warmup_s] or rss[-1:]
     baseline = float(np.median([mb for t, mb in zip(times_s, rss) if warmup_s <= t < warmup_s + stretch] or after[:1]))
     end = float(np.median([mb for t, mb in zip(times_s, rss) if t >= times_s[-1] - stretch]))
