@@ -21,6 +21,7 @@ log = logging.getLogger("avatar_studio.housekeeping")
 
 QUIET_S = 0.5  # silence this long before a collection may run
 MEMORY_CHECK_S = 5.0  # media seconds between two looks at the process memory
+RELEASE_INTERVAL_S = 60.0  # free C-heap pages go back to the system this often, in quiet moments (~0.1 ms)
 _LIGHTER: dict[str, Level] = {"high": "medium", "medium": "low", "low": "low"}
 
 
@@ -50,6 +51,8 @@ class Housekeeper:
         self.events: deque[str] = deque(maxlen=50)
         self._quiet_since: float | None = None
         self._last_gc: float | None = None
+        self._last_release: float | None = None
+        self.releases = 0
         self._next_memory_check = 0.0
 
     def tick(self, engine) -> None:
@@ -68,6 +71,8 @@ class Housekeeper:
             self.quiet_moments.append(now)
         if quiet and now - self._last_gc >= self.settings.housekeeping_interval_s:
             self.collect(now)
+        elif quiet and now - (self._last_release if self._last_release is not None else self._last_gc) >= RELEASE_INTERVAL_S:
+            self._release(now)
         if now >= self._next_memory_check:
             self._next_memory_check = now + MEMORY_CHECK_S
             self.check_memory(engine, now)
@@ -75,7 +80,7 @@ class Housekeeper:
     def collect(self, media_time_s: float) -> float:
         started = time.perf_counter()
         gc.collect()
-        release_free_memory()
+        self._release(media_time_s)
         cost_ms = (time.perf_counter() - started) * 1000.0
         self._last_gc = media_time_s
         self.gc_runs += 1
@@ -84,6 +89,12 @@ class Housekeeper:
         log.info("housekeeping: garbage collected and free memory returned in a quiet moment at %.0f s (%.1f ms)",
                  media_time_s, cost_ms)
         return cost_ms
+
+    def _release(self, media_time_s: float) -> None:
+        """Free pages inside the C heaps back to the system: what a session frees stays free, not held in RSS."""
+        release_free_memory()
+        self._last_release = media_time_s
+        self.releases += 1
 
     def check_memory(self, engine, media_time_s: float) -> None:
         used = self.memory_mb()

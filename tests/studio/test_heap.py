@@ -43,3 +43,27 @@ def _retained_mb(policy: str) -> float:
 def test_freed_large_arrays_go_back_to_the_system_under_the_studio_heap_policy():
     assert _retained_mb("default") > 15.0  # glibc's own policy keeps them: what grew a working session
     assert _retained_mb("limit") < 8.0
+
+
+def _housekeeper_on(voice_activity: float, seconds: float):
+    from studio.engine.pipeline import LatestFrameSlot
+    from studio.frame import FrameState
+    from studio.housekeeping import Housekeeper
+    from studio.presets import preset_by_name
+
+    class Engine:  # the slot is the engine's own; only the frames are made up
+        slot = LatestFrameSlot()
+
+    keeper = Housekeeper(preset_by_name("education"), memory_mb=lambda: 0.0)  # gc only every 45 minutes
+    for index in range(int(seconds / 0.5)):
+        Engine.slot.put(FrameState(media_time_s=index * 0.5, voice_activity=voice_activity))
+        keeper.tick(Engine)
+    return keeper
+
+
+def test_free_memory_goes_back_every_minute_of_quiet_and_never_while_someone_speaks():
+    from studio.housekeeping import RELEASE_INTERVAL_S
+
+    quiet = _housekeeper_on(0.0, 5 * RELEASE_INTERVAL_S + 1.0)
+    assert quiet.releases == 5 and quiet.gc_runs == 0
+    assert _housekeeper_on(1.0, 5 * RELEASE_INTERVAL_S + 1.0).releases == 0
