@@ -1,4 +1,4 @@
-"""Streaming log-mel features (numpy only) and a good-quality resampler.
+"""Streaming log-mel features (numpy only).
 
 Timing convention: feature frame t belongs to media time t * hop / sample_rate (10 ms hops
 at 16 kHz). Its analysis window covers samples [(t + 1) * hop - win, (t + 1) * hop), i.e.
@@ -14,8 +14,6 @@ same offline and streamed.
 """
 
 from __future__ import annotations
-
-from math import gcd
 
 import numpy as np
 
@@ -124,40 +122,3 @@ class LogMelExtractor:
         # over each filter's own few bins only (a tenth of the work of the whole spectrum).
         mel = np.einsum("tmk,mk->tm", power[:, self._bands], self._band_weights, optimize=False)
         return np.log(mel + LOG_FLOOR).astype(np.float32)
-
-
-def resample(audio: np.ndarray, from_rate: int, to_rate: int, taps_per_side: int = 16) -> np.ndarray:
-    """Polyphase windowed-sinc (Kaiser) resampling of a whole mono signal, float32 out.
-
-    Anti-aliasing cutoff sits at the lower Nyquist, so 96 kHz -> 16 kHz drops everything above
-    8 kHz instead of folding it into the speech band; 8 kHz -> 16 kHz leaves the top band empty.
-    """
-    if from_rate <= 0 or to_rate <= 0:
-        raise ValueError(f"resample: sample rates must be positive, got {from_rate} -> {to_rate}")
-    signal = np.asarray(audio, np.float64)
-    if signal.ndim != 1:
-        raise ValueError(f"resample: expected mono samples of shape (n,), got shape {signal.shape}")
-    divisor = gcd(int(from_rate), int(to_rate))
-    up, down = int(to_rate) // divisor, int(from_rate) // divisor
-    if up == down:
-        return signal.astype(np.float32)
-    half = taps_per_side * max(up, down)
-    cutoff = 1.0 / max(up, down)
-    offsets = np.arange(-half, half + 1)
-    kernel = cutoff * np.sinc(cutoff * offsets) * np.kaiser(2 * half + 1, 8.0) * up
-    n_out = -(-signal.size * up // down)
-    taps = -(-(2 * half + 1) // up) + 1
-    kernel = np.concatenate([kernel, np.zeros(taps * up + up - kernel.size)])
-    padded = np.concatenate([np.zeros(taps), signal, np.zeros(taps)])
-    out = np.empty(n_out)
-    for start in range(0, n_out, 4096):
-        position = np.arange(start, min(start + 4096, n_out)) * down + half
-        phase = position % up
-        base = position // up
-        x_index = base[:, None] - np.arange(taps)[None] + taps
-        h_index = phase[:, None] + np.arange(taps)[None] * up
-        valid = (x_index >= 0) & (x_index < padded.size)
-        out[start : start + position.size] = np.sum(
-            np.where(valid, padded[np.clip(x_index, 0, padded.size - 1)], 0.0) * kernel[h_index], axis=1
-        )
-    return out.astype(np.float32)

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from studio.avatar.arkit import ARKIT_NAMES, NUM_ARKIT
-from studio.engine.features import LogMelExtractor, resample
+from studio.engine.features import LogMelExtractor
 from studio.engine.level import SpeechLevelLift
 from studio.engine.motion import (
     AUDIBLE_DB,
@@ -64,7 +64,7 @@ def _array_chunks(audio, sample_rate: int | None) -> Iterator[np.ndarray]:
     if not np.all(np.isfinite(audio)):
         raise AudioInputError("analyze_audio: audio contains NaN or infinite samples")
     audio = np.clip(audio, -1.0, 1.0)
-    audio = resample(audio, rate, ENGINE_RATE) if rate != ENGINE_RATE else audio
+    audio = resample_clip(audio, rate, ENGINE_RATE) if rate != ENGINE_RATE else audio
     step = ENGINE_RATE * 30
     for start in range(0, len(audio), step):
         yield audio[start:start + step]

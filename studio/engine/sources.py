@@ -25,7 +25,6 @@ import numpy as np
 
 from studio.engine import alsa
 from studio.engine.clock import MediaClock
-from studio.engine.features import resample
 from studio.engine.ring import AudioRing
 
 if TYPE_CHECKING:
@@ -200,29 +199,12 @@ class StreamResampler:
         return out.astype(np.float32)
 
 
-def _fast_fft_length(minimum: int) -> int:
-    """The smallest 2^a 3^b 5^c at least `minimum`: an FFT of a length with a large prime factor is many times slower."""
-    best = 1 << max(0, int(minimum - 1).bit_length())
-    power5 = 1
-    while power5 < best:
-        power35 = power5
-        while power35 < best:
-            length = power35
-            while length < minimum:
-                length *= 2
-            best = min(best, length)
-            power35 *= 3
-        power5 *= 5
-    return best
-
-
 def resample_clip(audio: np.ndarray, from_rate: int, to_rate: int) -> np.ndarray:
-    """Resample a whole mono clip in the frequency domain: a few ms where the time-domain
-    polyphase filter takes tens, so spoken text is ready to play almost as soon as it is synthesised.
+    """Resample a whole mono clip with libsoxr (high quality, no delay), float32 out: every whole-clip conversion
+    (a file's or a voice's rate to the engine's or the speaker's) goes through here, as the streamed files go through
+    `studio.engine.audio_file.RateConverter`. Live streams, whose latency counts, use `StreamResampler`.
 
-    Silence pads both ends (so the FFT's circular wrap-around meets only zeros) and a raised-cosine
-    taper over the top 5 % below the lower Nyquist frequency removes what cannot be represented.
-    Tones agree with `studio.engine.features.resample` to 1e-4; the two differ only in that top band.
+    The output has ceil(n * to_rate / from_rate) samples, the last ones reaching past the clip's end into silence.
     """
     if from_rate <= 0 or to_rate <= 0:
         raise ValueError(f"resample_clip: sample rates must be positive, got {from_rate} -> {to_rate}")
@@ -231,22 +213,14 @@ def resample_clip(audio: np.ndarray, from_rate: int, to_rate: int) -> np.ndarray
         raise ValueError(f"resample_clip: expected mono samples of shape (n,), got shape {signal.shape}")
     if from_rate == to_rate:
         return signal.astype(np.float32)
-    divisor = math.gcd(int(from_rate), int(to_rate))
-    up, down = int(to_rate) // divisor, int(from_rate) // divisor
-    n_out = -(-len(signal) * up // down)
-    pad = -(-int(0.05 * from_rate) // down) * down  # 50 ms, a whole number of output samples long
-    total = down * _fast_fft_length(-(-(len(signal) + 2 * pad) // down))  # more silence, so both FFTs are fast
-    n_fft_out = total // down * up
-    spectrum = np.fft.rfft(np.concatenate([np.zeros(pad), signal, np.zeros(total - pad - len(signal))]))
-    keep = min(len(spectrum), n_fft_out // 2 + 1)
-    nyquist = min(from_rate, to_rate) / 2.0
-    distance = (nyquist - np.arange(keep) * (from_rate / total)) / (0.05 * nyquist)
-    taper = 0.5 - 0.5 * np.cos(np.pi * np.clip(distance, 0.0, 1.0))
-    resampled = np.zeros(n_fft_out // 2 + 1, complex)
-    resampled[:keep] = spectrum[:keep] * taper
-    out = np.fft.irfft(resampled, n_fft_out) * (n_fft_out / total)
-    start = pad // down * up
-    return out[start:start + n_out].astype(np.float32)
+    import soxr
+
+    n_out = -(-len(signal) * int(to_rate) // int(from_rate))
+    if n_out == 0:
+        return np.zeros(0, np.float32)
+    tail = np.zeros(-(-int(from_rate) // int(to_rate)) + 1)  # soxr rounds its length: silence for the last sample
+    out = soxr.resample(np.concatenate([signal, tail]), int(from_rate), int(to_rate), quality="HQ")
+    return out[:n_out].astype(np.float32)
 
 
 # ---------------------------------------------------------------- decoding files
@@ -339,7 +313,7 @@ class PlayedAudio(AudioSource):
         self.play_audio = np.ascontiguousarray(audio[:, :2], np.float32)
         self.play_rate = int(rate)
         if engine_audio is None:
-            engine_audio = resample(_to_mono(audio), rate, ENGINE_RATE) if rate != ENGINE_RATE else _to_mono(audio)
+            engine_audio = resample_clip(_to_mono(audio), rate, ENGINE_RATE)
         self.audio = engine_audio
         self.play = play
         self.realtime = realtime
@@ -611,7 +585,7 @@ class TextSource(PlayedAudio):
 
     espeak's leading silence is trimmed (phoneme times shift with it), so sound and mouth start
     at once; the face comes from the phonemes, so the engine-rate copy of the audio (used for
-    prosody only) takes the fast `resample_clip`.
+    prosody only) is resampled once, whole.
     """
 
     def __init__(self, text: str, voice: str = "en-us", rate_wpm: int = 175, pitch: int = 50,
