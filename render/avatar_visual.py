@@ -471,15 +471,17 @@ class AvatarVisual(Visual):
         """Vertex colours alone, or times the avatar's texture atlas (with alpha mask) for imported avatars."""
         program = self.shared_program
         if mesh.texture is None:
-            program.frag["surface"] = Function(_PLAIN_SURFACE)
-            program["a_uv"], program["a_rect"], program["a_alpha"] = (0.0, 0.0), (0.0, 0.0, 0.0, 0.0), (1.0, -1.0)
-            return
-        surface = Function(_TEXTURED_SURFACE)
-        surface["atlas"] = gloo.Texture2D(mesh.texture, interpolation="linear", wrapping="clamp_to_edge")
-        program.frag["surface"] = surface
-        program["a_uv"] = gloo.VertexBuffer(mesh.uvs)
-        program["a_rect"] = gloo.VertexBuffer(mesh.texture_rects)
-        program["a_alpha"] = gloo.VertexBuffer(mesh.alpha)
+            program.frag["surface"] = Function(_PLAIN_SURFACE)  # reads none of them: zeros keep the attributes bound
+            count = len(mesh.rest)
+            uvs, rects, alpha = (np.zeros((count, n), np.float32) for n in (2, 4, 2))
+        else:
+            surface = Function(_TEXTURED_SURFACE)
+            surface["atlas"] = gloo.Texture2D(mesh.texture, interpolation="linear", wrapping="clamp_to_edge")
+            program.frag["surface"] = surface
+            uvs, rects, alpha = mesh.uvs, mesh.texture_rects, mesh.alpha
+        program["a_uv"] = gloo.VertexBuffer(uvs)
+        program["a_rect"] = gloo.VertexBuffer(rects)
+        program["a_alpha"] = gloo.VertexBuffer(alpha)
 
     def set_cloth(self, regions: tuple[str, ...]) -> None:
         """Which cloth springs run (none: the cloth is still and costs nothing per frame)."""
