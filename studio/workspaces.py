@@ -50,7 +50,7 @@ class Workspace:
 
 WORKSPACES: tuple[Workspace, ...] = (
     Workspace("operate", "Operate", "Ctrl+1", "Drive the avatar live: operator controls, latency and drift",
-              (DockGroup("right", ("operatorDock",), 380), DockGroup("bottom", ("latencyDock", "driftDock"), 240))),
+              (DockGroup("right", ("operatorDock", "outputsDock"), 380), DockGroup("bottom", ("latencyDock", "driftDock"), 240))),
     Workspace("design", "Design", "Ctrl+2", "Tune a persona: look, expressions, preset, and the weights they give",
               (DockGroup("left", ("personaDock", "expressionEditorDock", "presetDock"), 540),
                DockGroup("right", ("inspectorDock",), 340))),

@@ -41,6 +41,7 @@ from studio.avatar.imported import describe_import  # noqa: E402
 from studio.avatar.io import AVATAR_FILE_FILTER, load_avatar, load_avatar_or_default  # noqa: E402
 from studio.avatar.model import AvatarFormatError, AvatarModel  # noqa: E402
 from studio.frame import FrameState  # noqa: E402
+from studio.interop.links import LiveLinks  # noqa: E402
 from studio.presets import Persona, Preset, PresetError, Voice, persona_by_name, preset_by_name
 from studio.telemetry import ProcessCpuMeter  # noqa: E402
 from studio.workspaces import WorkspaceError  # noqa: E402
@@ -50,6 +51,7 @@ from widgets.inspector import InspectorPanel, monospace_font  # noqa: E402
 from widgets.latency_dock import LatencyPanel  # noqa: E402
 from widgets.level_meter import LevelMeter  # noqa: E402
 from widgets.models import DEFAULT_LATENCY_TARGET_MS, EngineController, FpsMeter, InspectorModel, LatencyModel  # noqa: E402
+from widgets.panels.outputs_panel import OutputsPanel  # noqa: E402
 from widgets.panels.studio_panels import StudioPanels  # noqa: E402
 from widgets.preset_control import PresetController  # noqa: E402
 from widgets.settings import LayoutError, WindowLayout, default_layout_path, load_layout, save_layout  # noqa: E402
@@ -218,9 +220,13 @@ class MainWindow(QMainWindow):
         self.update_avatar_label()
         self._on_engine_state(self.engine.state)
         self.recording = RecordingController(self, recordings_root)
+        self.live_links = LiveLinks(self.engine.ensure_engine, rate_hz=preset.render.fps if preset is not None else None,
+                                    current_engine=lambda: self.engine.engine)
+        self.outputs_dock = self.add_dock("Outputs", "outputsDock", OutputsPanel(self.live_links),
+                                          Qt.DockWidgetArea.RightDockWidgetArea)
         self.workspaces.install([self.panels.operator_dock, self.latency_dock, self.drift.dock, self.panels.persona_dock,
                                  self.panels.editor_dock, self.panels.preset_dock, self.inspector_dock,
-                                 self.recording.dock])
+                                 self.recording.dock, self.outputs_dock])
         self.shortcut_guard = ShortcutGuard(self)
         self.persist_layout = persist_layout
         arrangement = self.restore_layout() if persist_layout else None
@@ -618,6 +624,7 @@ class MainWindow(QMainWindow):
         except OSError as error:
             print(f"avatar-studio: could not save the window layout to {self.layout_path}: {error}", file=sys.stderr)
         self.recording.shutdown()
+        self.live_links.close()
         self.drift.close()
         self.panels.close()
         self.engine.shutdown()

@@ -10,7 +10,7 @@ from studio.workspaces import WORKSPACES, DockGroup, WorkspaceError, Workspaces
 def test_the_three_workspaces_each_put_every_panel_somewhere_once():
     assert [w.name for w in WORKSPACES] == ["operate", "design", "record"]
     assert [w.shortcut for w in WORKSPACES] == ["Ctrl+1", "Ctrl+2", "Ctrl+3"]
-    assert set(WORKSPACES[0].docks) == {"operatorDock", "latencyDock", "driftDock"}
+    assert set(WORKSPACES[0].docks) == {"operatorDock", "outputsDock", "latencyDock", "driftDock"}
     assert set(WORKSPACES[1].docks) == {"personaDock", "expressionEditorDock", "presetDock", "inspectorDock"}
     assert set(WORKSPACES[2].docks) == {"takesDock"}
     for workspace in WORKSPACES:

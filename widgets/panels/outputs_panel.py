@@ -1,0 +1,146 @@
+"""The Outputs panel: VMC and Live Link Face out and in, on and off with address, port and rate; packets per
+second, the tracker's state, errors in plain words; and where each region's motion comes from.
+
+The links themselves are studio.interop.links.LiveLinks (Qt-free); this panel edits their settings and reads
+their status twice a second.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QFormLayout,
+    QGridLayout,
+    QLabel,
+    QLineEdit,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from studio.interop.links import LINK_TITLES, OUTPUTS, LinkSettings, LiveLinks
+from studio.interop.tracking import REGION_LABELS, REGIONS
+from studio.interop.unity import BLEND_NAMINGS
+from widgets.panels.common import scrolling, section
+
+REFRESH_MS = 500
+NAMING_TITLES = {"arkit": "ARKit (camelCase)", "perfect_sync": "Perfect sync (PascalCase)", "vrm": "VRM presets"}
+SOURCE_TITLES = {"tracker": "Tracker", "voice": "Voice / engine"}
+
+
+class LinkRow:
+    """One link's controls in the grid: on/off, address, port, rate (outputs), naming (VMC out), status."""
+
+    def __init__(self, panel: OutputsPanel, grid: QGridLayout, row: int, name: str) -> None:
+        self.panel, self.name = panel, name
+        settings = panel.links.settings[name]
+        self.enabled = QCheckBox(LINK_TITLES[name])
+        self.enabled.setObjectName(f"{name}Enabled")
+        self.host = QLineEdit(settings.host)
+        self.host.setToolTip("Address to send to" if name in OUTPUTS else "Address to listen on (0.0.0.0: every network)")
+        self.port = QSpinBox()
+        self.port.setRange(1, 65535)
+        self.port.setValue(settings.port)
+        self.rate = QSpinBox()
+        self.rate.setRange(1, 240)
+        self.rate.setSuffix(" Hz")
+        self.rate.setValue(round(settings.rate_hz))
+        self.rate.setEnabled(name in OUTPUTS)
+        self.rate.setVisible(name in OUTPUTS)
+        self.status = QLabel("off")
+        self.status.setObjectName(f"{name}Status")
+        self.status.setWordWrap(True)
+        grid.addWidget(self.enabled, row, 0)
+        grid.addWidget(self.host, row, 1)
+        grid.addWidget(self.port, row, 2)
+        grid.addWidget(self.rate, row, 3)
+        grid.addWidget(self.status, row + 1, 0, 1, 4)
+        self.naming: QComboBox | None = None
+        if name == "vmc_out":
+            self.naming = QComboBox()
+            for naming in BLEND_NAMINGS:
+                self.naming.addItem(NAMING_TITLES[naming], naming)
+            self.naming.setToolTip("How the 52 weights are named for the receiver")
+            grid.addWidget(self.naming, row + 2, 1, 1, 3)
+            self.naming.currentIndexChanged.connect(self._changed_while_on)
+        self.enabled.toggled.connect(self.apply)
+        self.host.editingFinished.connect(self._changed_while_on)
+        self.port.editingFinished.connect(self._changed_while_on)
+        self.rate.editingFinished.connect(self._changed_while_on)
+
+    def settings(self) -> LinkSettings:
+        current = self.panel.links.settings[self.name]
+        return replace(current, enabled=self.enabled.isChecked(), host=self.host.text().strip(), port=self.port.value(),
+                       rate_hz=float(self.rate.value()),
+                       naming=self.naming.currentData() if self.naming is not None else current.naming)
+
+    def apply(self) -> None:
+        error = self.panel.links.apply(self.name, self.settings())
+        if error is not None:
+            self.enabled.blockSignals(True)
+            self.enabled.setChecked(False)
+            self.enabled.blockSignals(False)
+        self.refresh()
+
+    def _changed_while_on(self) -> None:
+        if self.enabled.isChecked():
+            self.apply()
+
+    def refresh(self) -> None:
+        status = self.panel.links.status(self.name)
+        self.status.setText(status.detail)
+        self.status.setStyleSheet("color: #ff8a80;" if status.error else "color: #8b8f98;")
+
+
+class OutputsPanel(QWidget):
+    """Live links to other programs; `links` is the Qt-free model behind it."""
+
+    def __init__(self, links: LiveLinks) -> None:
+        super().__init__()
+        self.links = links
+        layout = QVBoxLayout()
+        layout.addWidget(section("Live links"))
+        grid = QGridLayout()
+        grid.setColumnStretch(1, 1)
+        for column, title in enumerate(("", "Address", "Port", "Rate")):
+            grid.addWidget(QLabel(title), 0, column)
+        self.rows: dict[str, LinkRow] = {}
+        row = 1
+        for name in ("vmc_out", "livelink_out", "vmc_in", "livelink_in"):
+            self.rows[name] = LinkRow(self, grid, row, name)
+            row += 3 if name == "vmc_out" else 2
+        layout.addLayout(grid)
+
+        layout.addWidget(section("Tracker"))
+        self.tracker_state = QLabel("off")
+        self.tracker_state.setObjectName("trackerState")
+        layout.addWidget(self.tracker_state)
+        form = QFormLayout()
+        self.sources: dict[str, QComboBox] = {}
+        for region in REGIONS:
+            combo = QComboBox()
+            combo.setObjectName(f"{region}Source")
+            for source, title in SOURCE_TITLES.items():
+                combo.addItem(title, source)
+            combo.setCurrentIndex(combo.findData(links.mixer.sources[region]))
+            combo.currentIndexChanged.connect(lambda _index, r=region, c=combo: links.set_source(r, c.currentData()))
+            form.addRow(REGION_LABELS[region].capitalize(), combo)
+            self.sources[region] = combo
+        layout.addLayout(form)
+        layout.addStretch(1)
+        scrolling(self, layout)
+        self.timer = QTimer(self, interval=REFRESH_MS)
+        self.timer.timeout.connect(self.refresh)
+        self.timer.start()
+
+    def refresh(self) -> None:
+        self.links.follow_engine()
+        for row in self.rows.values():
+            row.refresh()
+        state = self.links.tracker_status()
+        self.tracker_state.setText(f"Tracker: {state}")
+        self.tracker_state.setStyleSheet("color: #ff8a80;" if state.startswith("no packets") else "")
