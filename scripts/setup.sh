@@ -16,7 +16,8 @@ RUNTIME_PACKAGES="libegl1 libgl1 libgl1-mesa-dri libfontconfig1 libglib2.0-0 lib
   libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-image0 libxcb-render-util0 libxcb-shape0 libxcb-xkb1
   libportaudio2 xvfb xauth x11-utils fonts-dejavu-core"
 TEST_PACKAGES="pulseaudio pulseaudio-utils liblo-tools libasound2-plugins binutils openbox festival festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts flite klettres-data ktuberling-data tuxpaint-stamps-default
-  fillets-ng-data fillets-ng-data-cs fillets-ng-data-nl festvox-ru flight-of-the-amazon-queen beneath-a-steel-sky"
+  fillets-ng-data fillets-ng-data-cs fillets-ng-data-nl festvox-ru flight-of-the-amazon-queen beneath-a-steel-sky
+  blender python3-numpy"  # Blender's glTF importer checks our GLB/VRM export (tests/studio/avatar/test_gltf_export.py)
 
 need_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else

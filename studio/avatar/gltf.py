@@ -423,8 +423,12 @@ class _Reader:
             raise self.fail(f"{where} index {int(indices.max())} ≥ its vertex count {count}")
         normals = attribute(attributes.NORMAL, 3, "NORMAL")
         uvs = attribute(attributes.TEXCOORD_0, 2, "TEXCOORD_0")
-        colors = attribute(attributes.COLOR_0, 4, "COLOR_0") if attributes.COLOR_0 is not None and \
-            self.raw["accessors"][attributes.COLOR_0].get("type") == "VEC4" else None
+        colors = None
+        if attributes.COLOR_0 is not None:
+            colors = self.accessor(attributes.COLOR_0, count, f"{where} COLOR_0")
+            if colors.shape not in ((count, 3), (count, 4)) or colors.dtype.kind != "f":
+                raise self.fail(f"{where} COLOR_0 has {colors.shape[0]} × {colors.shape[1]} values for {count} vertices")
+            colors = np.hstack([colors, np.ones((count, 1), np.float32)])[:, :4]
         joints = weights = None
         if skin is not None and attributes.JOINTS_0 is not None and attributes.WEIGHTS_0 is not None:
             skin_joints, skin_matrices = skin

@@ -172,6 +172,10 @@ _SIDED_WORDS = {
     "Foot": ("foot", "ankle"), "Toes": ("toes", "toe", "toebase"), "Shoulder": ("shoulder", "clavicle", "collar"),
     "UpperArm": ("upperarm", "arm"), "LowerArm": ("lowerarm", "forearm", "elbow"), "Hand": ("hand", "wrist"),
     "Eye": ("eye",),
+    **{f"{finger}{segment}": (f"{finger}{segment}".lower(),) for finger, segments in (
+        ("Thumb", ("Metacarpal", "Proximal", "Distal")), ("Index", ("Proximal", "Intermediate", "Distal")),
+        ("Middle", ("Proximal", "Intermediate", "Distal")), ("Ring", ("Proximal", "Intermediate", "Distal")),
+        ("Little", ("Proximal", "Intermediate", "Distal"))) for segment in segments},
 }
 
 
