@@ -236,3 +236,27 @@ def test_a_pylivelinkface_sender_drives_the_running_engine(running_engine: Engin
         out.close()
         receiver.stop()
         mixer.detach(running_engine)
+
+
+def test_the_drift_dock_model_shows_a_biased_trackers_drift_and_the_anchored_result() -> None:
+    """What the window's Drift dock plots (studio.drift_model), with a head tracker creeping 1 degree a second."""
+    from studio.drift_model import DriftModel
+
+    clock = Clock()
+    tracker = TrackerInput()
+    engine = Engine(fps=30, monotonic=clock)
+    drift = DriftModel()
+    drift.poll(engine, clock.now, 100.0)
+    assert drift.pose_note == "no tracker input: nothing to anchor"
+    mixer = TrackingMixer(tracker, monotonic=clock)
+    mixer.attach(engine)
+    for k in range(30 * 90):  # 90 s
+        clock.now += 1.0 / 30.0
+        tracker.put_pose({HEAD: np.array((math.radians(1.0) * k / 30.0, 0.0, 0.0))}, None, clock.now)
+        engine.run_once()
+        if k % 30 == 29:
+            drift.poll(engine, clock.now, 100.0)
+    assert drift.pose_note is None
+    current = drift.monitor.current
+    assert current["raw_head_drift_deg"] > 50.0  # the input drifted from where the anchor took its rest
+    assert current["head_drift_deg"] < 10.0  # the anchored head did not follow it
