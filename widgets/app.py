@@ -115,6 +115,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="also measure this avatar file (.glb/.gltf/.vrm/.npz): load time and render fps")
     add_persona_and_preset(bench)
 
+    export_avatar = commands.add_parser("export-avatar", help="write the avatar (in the persona's look) as GLB or VRM 1.0")
+    export_avatar.add_argument("out", type=_output_file, help="output .glb or .vrm file")
+    export_avatar.add_argument("--avatar", type=_existing_file, help="avatar file (default: the persona's avatar)")
+    add_persona_and_preset(export_avatar)
+
     serve = commands.add_parser("serve", help="the local control API (WebSocket + HTTP) with no window")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     serve.add_argument("--port", type=int, default=8765, help="TCP port (default 8765; 0 picks a free one)")
@@ -164,7 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         from widgets import commands as implementations
 
-    return getattr(implementations, f"{command}_command")(args)
+    return getattr(implementations, f"{command.replace('-', '_')}_command")(args)
 
 
 if __name__ == "__main__":

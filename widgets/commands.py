@@ -328,6 +328,22 @@ def bench_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def export_avatar_command(args: argparse.Namespace) -> int:
+    """`avatar-studio export-avatar OUT.glb|OUT.vrm`: the avatar in the persona's look, for other programs."""
+    from studio.avatar.export import export_avatar
+    from studio.avatar.look import persona_model
+
+    try:
+        persona, _preset = persona_and_preset(args)
+        avatar = _dressed(load_avatar(args.avatar), persona) if args.avatar else persona_model(persona)
+        export_avatar(avatar, args.out)
+    except (ValueError, OSError) as error:  # AvatarFormatError, PresetError and a bad suffix are ValueErrors
+        return _fail(str(error))
+    kind = "VRM 1.0" if str(args.out).lower().endswith(".vrm") else "GLB"
+    print(f"wrote {args.out} ({kind}): {avatar.num_vertices} vertices, 55 joints, 52 ARKit morph targets")
+    return 0
+
+
 def soak_command(args: argparse.Namespace) -> int:
     from widgets.soak_cli import soak_command as soak
 

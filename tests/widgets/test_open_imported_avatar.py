@@ -44,3 +44,15 @@ def test_a_vrm_without_face_morphs_opens_with_the_note_and_a_broken_one_keeps_it
     assert window.open_avatar(bad) is False
     assert window.avatar is before
     assert str(bad) in window.last_error and "truncated GLB" in window.last_error
+
+
+def test_export_avatar_command_writes_a_vrm_that_loads(tmp_path, studio_home, capsys):
+    from studio.avatar.io import load_avatar
+    from widgets.app import main
+
+    out = tmp_path / "me.vrm"
+    assert main(["export-avatar", str(out)]) == 0
+    assert "VRM 1.0" in capsys.readouterr().out
+    assert load_avatar(out).info["format"] == "VRM 1.0"
+    assert main(["export-avatar", str(tmp_path / "me.fbx")]) == 2
+    assert "export writes .glb or .vrm files, not .fbx" in capsys.readouterr().err
