@@ -224,7 +224,7 @@ class AvatarMesh:
         self._shading_corners = np.where(shading_faces < self.num_shading, shading_faces, self.num_shading).ravel()
         self.normal_rest = self.normals[: self.num_shading].reshape(-1).copy()
         self.normal_basis = self._normal_basis(moving_dirs)
-        self.two_sided = _two_sided_faces(self.faces.astype(np.int64), self.rest.astype(np.float64))
+        self.two_sided = two_sided_faces(self.faces.astype(np.int64), self.rest.astype(np.float64))
 
         self.kinematics = Kinematics(model.parents, joints)
         joint_expr = np.einsum(
@@ -351,7 +351,7 @@ class AvatarMesh:
         return out
 
 
-def _two_sided_faces(faces: np.ndarray, positions: np.ndarray) -> np.ndarray:
+def two_sided_faces(faces: np.ndarray, positions: np.ndarray) -> np.ndarray:
     """Faces (bool per face) that must be drawn from both sides.
 
     Each connected piece of the mesh that bounds a solid with outward-facing triangles (closed with a

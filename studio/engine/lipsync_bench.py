@@ -73,7 +73,7 @@ sys.exit(os.waitstatus_to_exitcode(status))
 """
 
 
-def _run_measured(command: list[str], bytecode: Path) -> tuple[int, float, float, float, str]:
+def run_measured(command: list[str], bytecode: Path) -> tuple[int, float, float, float, str]:
     """(exit code, wall s, CPU s, peak RSS MB, stderr) of a command pinned to one core, its bytecode in `bytecode`."""
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", PYTHONPYCACHEPREFIX=str(bytecode))
     env.pop("PYTHONDONTWRITEBYTECODE", None)
@@ -115,7 +115,7 @@ def bench_lipsync(minutes: tuple[float, ...] = (4.0, 20.0)) -> dict:
 
         def lipsync(audio: Path) -> tuple[int, float, float, float, str]:
             command = [sys.executable, "-m", "widgets.app", "lipsync", str(audio), "--out", str(out), "--fps", "60"]
-            return _run_measured(command, bytecode)
+            return run_measured(command, bytecode)
 
         one_second = write_speech_file(Path(scratch) / "speech_1s.wav", 1 / 60)
         lipsync(one_second)  # the first run compiles and caches the bytecode

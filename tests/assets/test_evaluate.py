@@ -3,7 +3,7 @@ lips pouted on a vowel that is not rounded."""
 
 import numpy as np
 
-from assets.model.evaluate import _markdown, articulation_metrics
+from assets.model.evaluate import articulation_metrics, report_markdown
 from assets.model.train import Example
 from studio.avatar.arkit import ARKIT_INDEX, NUM_ARKIT
 from studio.engine.face_model import FaceOutput
@@ -58,7 +58,7 @@ def test_pouted_lips_on_an_unrounded_vowel_count_as_false_rounding_and_on_a_roun
 
 
 def test_the_report_spells_out_nested_training_figures_one_per_row():
-    report = _markdown({"training": {"train_steps": 4000, "offline_model": {"train_steps": 4099, "lookahead_ms": 120}}})
+    report = report_markdown({"training": {"train_steps": 4000, "offline_model": {"train_steps": 4099, "lookahead_ms": 120}}})
 
     assert "| train_steps | 4000 |" in report
     assert "| offline_model.train_steps | 4099 |" in report

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from render.avatar_visual import AvatarMesh, _two_sided_faces
+from render.avatar_visual import AvatarMesh, two_sided_faces
 from studio.avatar.arkit import ARKIT_NAMES
 from studio.avatar.skeleton import JOINT_INDEX, NUM_JOINTS, PARENTS
 from studio.avatar.skinning import Kinematics, lbs, vertex_normals
@@ -38,13 +38,13 @@ def test_morph_moves_only_the_prefix_and_blended_normals_track_the_exact_ones(el
 def test_closed_outward_pieces_are_culled_and_others_keep_both_sides(make_ellipsoid):
     points, _, faces = make_ellipsoid((0, 0, 0), 1.0, 12, 16)
     outward = faces if np.linalg.det(points[faces[100]]) > 0 else faces[:, ::-1]
-    assert not _two_sided_faces(outward, points).any()
-    assert _two_sided_faces(outward[:, ::-1].copy(), points).all()  # inward-wound
+    assert not two_sided_faces(outward, points).any()
+    assert two_sided_faces(outward[:, ::-1].copy(), points).all()  # inward-wound
     sheet = outward[np.einsum("ij,ij->i", points[outward[:, 0]], [[0, 0, 1]] * len(outward)) > 0.3]
-    assert _two_sided_faces(sheet, points).all()  # a cap is open and far from a solid
+    assert two_sided_faces(sheet, points).all()  # a cap is open and far from a solid
     mixed = outward.copy()
     mixed[:10] = mixed[:10, ::-1]
-    assert _two_sided_faces(mixed, points).all()  # inconsistent winding
+    assert two_sided_faces(mixed, points).all()  # inconsistent winding
 
 
 def test_ellipsoid_avatar_draws_mostly_with_back_faces_culled(ellipsoid_avatar):

@@ -305,11 +305,11 @@ def test_bad_render_sizes_are_refused_clearly(ellipsoid_avatar):
 
 
 def test_downsample_averages_colour_by_coverage():
-    from render.offscreen import _downsample
+    from render.offscreen import downsample
 
     block = np.zeros((2, 2, 4), np.uint8)
     block[0, 0] = (200, 100, 50, 255)  # one covered sample of four, the rest transparent black
-    np.testing.assert_array_equal(_downsample(block, 2)[0, 0], (200, 100, 50, 64))
+    np.testing.assert_array_equal(downsample(block, 2)[0, 0], (200, 100, 50, 64))
     opaque = np.full((2, 2, 4), 255, np.uint8)
     opaque[..., 0] = [[0, 100], [200, 100]]
-    assert _downsample(opaque, 2)[0, 0, 0] == 100 and _downsample(opaque, 2)[0, 0, 3] == 255
+    assert downsample(opaque, 2)[0, 0, 0] == 100 and downsample(opaque, 2)[0, 0, 3] == 255

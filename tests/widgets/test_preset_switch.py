@@ -9,8 +9,7 @@ import soundfile
 from studio.avatar.io import default_avatar_path, load_avatar
 from studio.engine.bench import speech_like
 from studio.presets import Persona, preset_by_name
-from widgets.main_window import MainWindow, _engine_factory
-from widgets.models import EngineController
+from widgets.main_window import MainWindow, studio_engine
 
 SPAN_MS = 250  # underruns from the switch on are compared with equal spans before it
 SPANS_BEFORE = 8
@@ -31,7 +30,7 @@ def test_preset_switch_while_speaking_changes_model_lod_and_rates_within_a_secon
     roomy = default.long_session.model_copy(update={"memory_budget_mb": 1e6})
     default = default.model_copy(update={"long_session": roomy})
     persona = Persona(name="default")
-    window = MainWindow(load_avatar(default_avatar_path()), engine=EngineController(_engine_factory(default, persona)),
+    window = MainWindow(load_avatar(default_avatar_path()), engine=studio_engine(default, persona),
                         show_dialogs=False, persist_layout=False, persona=persona, preset=default)
     qtbot.addWidget(window)
     window.show()

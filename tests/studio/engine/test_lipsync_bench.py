@@ -6,12 +6,12 @@ import sys
 
 import numpy as np
 
-from studio.engine.lipsync_bench import _run_measured, speed_figures
+from studio.engine.lipsync_bench import run_measured, speed_figures
 
 
 def test_peak_rss_is_the_commands_own_even_when_the_bench_process_is_large(tmp_path):
     ballast = np.ones(600 * 2**20 // 8)  # 600 MB the bench holds (renderers, models) when it launches lipsync
-    code, _wall, cpu, rss_mb, stderr = _run_measured(
+    code, _wall, cpu, rss_mb, stderr = run_measured(
         [sys.executable, "-c", "import sys; sys.stderr.write('said'); bytearray(80 * 2**20)"], tmp_path)
     assert ballast.sum() > 0
     assert code == 0 and stderr == "said"
@@ -20,7 +20,7 @@ def test_peak_rss_is_the_commands_own_even_when_the_bench_process_is_large(tmp_p
 
 
 def test_a_failing_command_keeps_its_exit_code_and_message(tmp_path):
-    code, *_rest, stderr = _run_measured([sys.executable, "-c", "import sys; sys.exit('no such audio file')"],
+    code, *_rest, stderr = run_measured([sys.executable, "-c", "import sys; sys.exit('no such audio file')"],
                                          tmp_path)
     assert code == 1 and stderr == "no such audio file"
 
@@ -32,7 +32,7 @@ def test_measured_commands_start_from_cached_bytecode_even_where_the_shell_forbi
     bytecode = tmp_path / "bytecode"
     command = [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(tmp_path / 'package')!r}); "
                "import measured_module"]
-    code, *_rest = _run_measured(command, bytecode)
+    code, *_rest = run_measured(command, bytecode)
     assert code == 0
     assert "measured_module" in {path.name.split(".")[0] for path in bytecode.rglob("*.pyc")}
 
