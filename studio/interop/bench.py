@@ -74,6 +74,103 @@ def tracker_to_frame_ms(kind: str, seconds: float = 3.0, rate_hz: float = 60.0) 
             f"{kind}_tracker_packets_count": receiver.packets, f"{kind}_tracker_engine_fps": engine.fps}
 
 
+def _garbage(valid: list[bytes], count: int, seed: int = 0) -> list[bytes]:
+    """Random datagrams and valid packets cut short or with bytes overwritten."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for k in range(count):
+        base = bytearray(valid[k % len(valid)])
+        if k % 3 == 0:
+            out.append(rng.bytes(int(rng.integers(1, 1500))))
+        elif k % 3 == 1:
+            out.append(bytes(base[:int(rng.integers(1, len(base)))]))
+        else:
+            for _ in range(4):
+                base[int(rng.integers(0, len(base)))] = int(rng.integers(0, 256))
+            out.append(bytes(base))
+    return out
+
+
+def engine_hop_with_links(seconds: float = 3.0) -> dict:
+    """Engine loop per 10 ms hop of speech at live pace (median, p99 ms): with no links; with VMC and Live Link
+    out plus both trackers sending 60 packets/s into the tracker stage; and with both receivers flooded by
+    garbage (about 2,000 packets/s each) besides: a receiver must never cost the engine its hop budget."""
+    from studio.engine.bench import HopFeeder, speech_like
+    from studio.engine.motion import HOP_S
+    from studio.engine.pipeline import Engine
+    from studio.interop.livelink_udp import LiveLinkReceiver, LiveLinkSender
+    from studio.interop.tracking import TrackerInput, TrackingMixer
+    from studio.interop.vmc import VmcReceiver, VmcSender
+
+    engine = Engine()
+    audio = speech_like(seconds)
+    sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sink.bind(("127.0.0.1", 0))
+    tracker = TrackerInput()
+    receivers = [VmcReceiver(tracker, port=0, host="127.0.0.1"), LiveLinkReceiver(tracker, port=0, host="127.0.0.1")]
+    outputs = [VmcSender(port=sink.getsockname()[1], rate_hz=60.0), LiveLinkSender(port=sink.getsockname()[1])]
+    frame = FrameState(arkit=np.full(NUM_ARKIT, 0.5), pose=relaxed_rest_pose())
+    good = [outputs[0].encode(frame), outputs[1].encode(frame)]
+    garbage = [_garbage([good[0]], 2000, 1), _garbage([good[1]], 2000, 2)]
+    out = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    stop = threading.Event()
+
+    def send(packets_per_s: float, flood: bool) -> None:
+        k = 0
+        while not stop.wait(1.0 / packets_per_s):
+            for receiver, packet, junk in zip(receivers, good, garbage):
+                out.sendto(junk[k % len(junk)] if flood else packet, ("127.0.0.1", receiver.port))
+            k += 1
+
+    def feed() -> list[float]:
+        costs = []
+        feeder = HopFeeder(audio)
+        engine.set_source(feeder)
+        index, due = 0, time.perf_counter()
+        while not feeder.finished:
+            started = time.perf_counter()
+            engine.run_once()
+            if index >= 20:
+                costs.append((time.perf_counter() - started) * 1000.0)
+            index += 1
+            due += HOP_S
+            time.sleep(max(0.0, due - time.perf_counter()))
+        return costs
+
+    figures: dict[str, float] = {}
+    threads: list[threading.Thread] = []
+    try:
+        feed()  # warm-up
+        costs = {"no_links": feed()}
+        for receiver in receivers:
+            receiver.start()
+        for output in outputs:
+            output.start(engine)
+        mixer = TrackingMixer(tracker)
+        mixer.attach(engine)
+        threads.append(threading.Thread(target=send, args=(60.0, False), daemon=True))
+        threads[-1].start()
+        costs["links"] = feed()
+        threads.append(threading.Thread(target=send, args=(2000.0, True), daemon=True))
+        threads[-1].start()
+        costs["links_flooded"] = feed()
+        figures["flood_ignored_count"] = float(sum(sum(r.counts.values()) for r in receivers))
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+        for output in outputs:
+            output.close()
+        for receiver in receivers:
+            receiver.stop()
+        out.close()
+        sink.close()
+    for label, values in costs.items():
+        figures[f"engine_hop_{label}_median_ms"] = float(np.median(values))
+        figures[f"engine_hop_{label}_p99_ms"] = float(np.percentile(values, 99))
+    return figures
+
+
 def bench_interop(seconds: float = 3.0) -> dict:
     """The `interop` section: send cost per frame and tracker-to-frame latency for VMC and Live Link Face."""
     from studio.interop.livelink_udp import LiveLinkSender
@@ -93,6 +190,7 @@ def bench_interop(seconds: float = 3.0) -> dict:
         sink.close()
     figures.update(tracker_to_frame_ms("vmc", seconds))
     figures.update(tracker_to_frame_ms("livelink", seconds))
+    figures.update(engine_hop_with_links(seconds))
     figures["note"] = ("send: encode + sendto per frame on the sender's thread (the engine only queues the frame); "
                        "tracker_to_frame: receiver arrival to the frame built, engine at its default rate")
     return figures

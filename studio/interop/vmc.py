@@ -46,6 +46,7 @@ _SENT_INDEX = np.array([JOINT_INDEX[name] for name in SENT_JOINTS])
 _FLOAT = struct.Struct(">f")
 _POSE = struct.Struct(">7f")  # position x y z, quaternion x y z w
 _BUNDLE_PREFIX = b"#bundle\x00"
+_OSC_TAGS = b"ihfdsbrmtTFN[]"  # the type tags python-osc parses
 
 
 def _element(address: str, *args) -> bytes:
@@ -123,14 +124,26 @@ def _shape_index(name: str) -> int | None:
         return None
 
 
+def _message_ok(data: bytes) -> bool:
+    """A message whose type tags are all ones python-osc reads (it logs a warning for each other one)."""
+    end = data.find(b"\x00")
+    if end < 0:
+        return False
+    at = (end // 4 + 1) * 4  # the address, padded to 4 bytes
+    if at >= len(data):
+        return True
+    tags_end = data.find(b"\x00", at)
+    return tags_end > at and data[at:at + 1] == b"," and not data[at + 1:tags_end].translate(None, _OSC_TAGS)
+
+
 def osc_shape_ok(data: bytes, depth: int = 0) -> bool:
     """Whether a datagram is a message, or a bundle whose elements all have sane sizes and kinds.
 
     Checked before python-osc parses it: python-osc 1.10 loops forever on a bundle element of negative size
     (it steps back onto the same size) and logs a warning for every element that is neither a message nor a
-    bundle, so one crafted packet could hang the receiver or flood the log."""
+    bundle and for every unknown type tag, so one crafted packet could hang the receiver or flood the log."""
     if data.startswith(b"/"):
-        return True
+        return _message_ok(data)
     if depth > 8 or len(data) < 16 or not data.startswith(_BUNDLE_PREFIX):
         return False
     at = 16
@@ -141,8 +154,7 @@ def osc_shape_ok(data: bytes, depth: int = 0) -> bool:
         at += 4
         if size <= 0 or size % 4 or at + size > len(data):
             return False
-        content = data[at:at + size]
-        if not content.startswith(b"/") and not osc_shape_ok(content, depth + 1):
+        if not osc_shape_ok(data[at:at + size], depth + 1):
             return False
         at += size
     return True

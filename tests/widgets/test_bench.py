@@ -56,7 +56,8 @@ def test_quick_bench_reports_every_area_with_units_in_the_keys(tmp_path):
                    "engine_hop_1_stalled_client_median_ms", "frames_received_per_client_8_clients_fps"):
         assert report["api"][needed] > 0, needed
     for needed in ("vmc_send_ms_p50", "vmc_send_ms_p95", "livelink_send_ms_p95", "vmc_tracker_to_frame_ms_p50",
-                   "vmc_tracker_to_frame_ms_p95", "livelink_tracker_to_frame_ms_p50", "livelink_tracker_to_frame_ms_p95"):
+                   "vmc_tracker_to_frame_ms_p95", "livelink_tracker_to_frame_ms_p50", "livelink_tracker_to_frame_ms_p95",
+                   "engine_hop_no_links_median_ms", "engine_hop_links_median_ms", "engine_hop_links_flooded_p99_ms"):
         assert report["interop"][needed] > 0, needed
     for needed in ("closure_recall_pct", "silent_mouth_at_rest_pct", "viseme_frame_accuracy_pct"):
         assert 0 <= report["face_model"][needed] <= 100, needed
