@@ -90,7 +90,7 @@ class TrackerInput:
                 if float(np.linalg.norm(root[1])) > 1e-9:
                     from studio.recording.rotations import matrix_to_rotvec, rotvec_to_matrix
 
-                    hips = merged.get(JOINT_INDEX["pelvis"], np.zeros(3))
+                    hips = np.asarray(bones.get(JOINT_INDEX["pelvis"], np.zeros(3)), np.float64)  # as sent, not turned yet
                     turned = rotvec_to_matrix(np.asarray(root[1])[None]) @ rotvec_to_matrix(hips[None])
                     merged[JOINT_INDEX["pelvis"]] = matrix_to_rotvec(turned)[0]
             self._sample = TrackedSample(sample.face, sample.face_known, merged, position, arrived, sample.sequence + 1)

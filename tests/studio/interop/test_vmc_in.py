@@ -178,3 +178,12 @@ def test_ten_thousand_fuzzed_packets_neither_crash_nor_hang_a_receiver(kind: str
         out.close()
         receiver.stop()
     assert receiver.packets > 9000  # nearly all of them went through the socket
+
+
+def test_a_root_rotation_turns_the_hips_once_however_often_it_comes() -> None:
+    tracker = TrackerInput()
+    receiver = VmcReceiver(tracker, port=0)
+    half = math.sqrt(0.5)
+    for _ in range(3):  # a sender that sends the root's turn and never the hips
+        receiver.handle(bundle(message("/VMC/Ext/Root/Pos", "root", 0.0, 0.0, 0.0, 0.0, half, 0.0, half)), time.monotonic())
+    np.testing.assert_allclose(tracker.sample().bones[JOINT_INDEX["pelvis"]], (0.0, -math.pi / 2, 0.0), atol=1e-6)
