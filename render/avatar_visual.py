@@ -59,6 +59,8 @@ attribute vec4 a_cloth;  // how much the vertex follows each cloth spring (hair,
 attribute vec2 a_uv;  // imported avatars: texture coordinate, atlas cell, (alpha factor, alpha cutoff)
 attribute vec4 a_rect;
 attribute vec2 a_alpha;
+attribute vec4 a_shade;  // imported avatars: MToon shade colour (linear) and kind (0 lit, 1 toon, 2 unlit)
+attribute vec2 a_toon;  // MToon shading shift and toony
 uniform vec3 u_cloth0;
 uniform vec3 u_cloth1;
 uniform vec3 u_cloth2;
@@ -71,6 +73,8 @@ varying vec3 v_material;
 varying vec2 v_uv;
 varying vec4 v_rect;
 varying vec2 v_alpha;
+varying vec4 v_shade;
+varying vec2 v_toon;
 
 void main() {
     vec3 position = a_position;
@@ -84,6 +88,8 @@ void main() {
     v_uv = a_uv;
     v_rect = a_rect;
     v_alpha = a_alpha;
+    v_shade = a_shade;
+    v_toon = a_toon;
     gl_Position = $transform(vec4(position, 1.0));
 }
 """
@@ -125,6 +131,8 @@ varying vec3 v_material;
 varying vec2 v_uv;
 varying vec4 v_rect;
 varying vec2 v_alpha;
+varying vec4 v_shade;
+varying vec2 v_toon;
 uniform vec3 u_eye;
 uniform vec3 u_up;
 uniform vec3 u_key_dir;
@@ -136,7 +144,8 @@ void main() {
     vec3 v = normalize(u_eye - v_position);
     float facing = dot(n, v);
     if (facing < 0.0) { n = -n; facing = -facing; }  // inner mouth, eyelid backs: light both sides
-    vec3 base = $surface(v_color, v_uv, v_rect, v_alpha);
+    vec3 texel = $texel(v_uv, v_rect, v_alpha);
+    vec3 base = v_color * texel;
 
     float hemi = 0.5 + 0.5 * dot(n, u_up);
     vec3 ambient = mix(vec3(0.10, 0.09, 0.09), vec3(0.26, 0.27, 0.30), hemi);
@@ -151,21 +160,36 @@ void main() {
 
     vec3 color = base * (ambient + key * vec3(1.05, 1.0, 0.95) + fill * vec3(0.30, 0.33, 0.40))
                + rim * vec3(0.35, 0.37, 0.42) + highlight * vec3(1.0, 0.98, 0.95);
+    color = $finish(color, base, v_shade.rgb * texel, n, u_key_dir, v_shade.a, v_toon);
     gl_FragColor = vec4(pow(clamp(color, 0.0, 1.0), vec3(1.0 / 2.2)), 1.0);
 }
 """
 
 
-# The base colour of a fragment: the vertex colour, or (imported glTF/VRM avatars) that times the texture, whose
-# cell in the atlas repeats (fract) as glTF's default wrap does; an alpha-masked material's cut-out is discarded.
-_PLAIN_SURFACE = """
-vec3 surface(vec3 color, vec2 uv, vec4 rect, vec2 alpha) { return color; }
+# The texture factor of a fragment's base colour: 1, or (imported glTF/VRM avatars) the texel of its cell in the
+# atlas, which repeats (fract) as glTF's default wrap does; an alpha-masked material's cut-out is discarded.
+_PLAIN_TEXEL = """
+vec3 texel(vec2 uv, vec4 rect, vec2 alpha) { return vec3(1.0); }
 """
-_TEXTURED_SURFACE = """
-vec3 surface(vec3 color, vec2 uv, vec4 rect, vec2 alpha) {
+_ATLAS_TEXEL = """
+vec3 texel(vec2 uv, vec4 rect, vec2 alpha) {
     vec4 texel = texture2D($atlas, rect.xy + fract(uv) * rect.zw);
     if (texel.a * alpha.x < alpha.y) discard;
-    return color * pow(texel.rgb, vec3(2.2));  // sRGB texture, linear light
+    return pow(texel.rgb, vec3(2.2));  // sRGB texture, linear light
+}
+"""
+# The lit colour as the studio lights it, or (VRM materials) MToon's two tones: the shade colour where the key light
+# does not reach, the base colour where it does, the step's width set by `toony` and its place by `shift`; or unlit.
+_STUDIO_LIGHT = """
+vec3 finish(vec3 lit, vec3 base, vec3 shade, vec3 n, vec3 key, float kind, vec2 toon) { return lit; }
+"""
+_TOON_LIGHT = """
+vec3 finish(vec3 lit, vec3 base, vec3 shade, vec3 n, vec3 key, float kind, vec2 toon) {
+    if (kind < 0.5) return lit;
+    if (kind > 1.5) return base;
+    float edge = max(1.0 - toon.y, 1e-4);
+    float lit_part = clamp((dot(n, key) + toon.x + edge) / (2.0 * edge), 0.0, 1.0);
+    return mix(shade, base, lit_part);
 }
 """
 
@@ -247,6 +271,7 @@ class AvatarMesh:
             self.uvs = np.asarray(model.uvs, np.float32)[order]
             self.texture_rects = np.asarray(model.texture_rects, np.float32)[order]
             self.alpha = np.asarray(model.alpha, np.float32)[order]
+        self.shading = None if model.shading is None else np.asarray(model.shading, np.float32)[order]
         cloth = region_weights(model)
         self.cloth_weights = cloth[order]
         self.cloth_anchors = np.hstack([anchor_points(model, cloth), np.ones((len(CLOTH_REGIONS), 1))])
@@ -468,20 +493,25 @@ class AvatarVisual(Visual):
         self.update()
 
     def _set_surface(self, mesh: AvatarMesh) -> None:
-        """Vertex colours alone, or times the avatar's texture atlas (with alpha mask) for imported avatars."""
+        """Vertex colours alone, or times the avatar's texture atlas (with alpha mask) and with MToon-like or unlit
+        shading where an imported avatar's materials ask for it."""
         program = self.shared_program
+        count = len(mesh.rest)
         if mesh.texture is None:
-            program.frag["surface"] = Function(_PLAIN_SURFACE)  # reads none of them: zeros keep the attributes bound
-            count = len(mesh.rest)
+            program.frag["texel"] = Function(_PLAIN_TEXEL)  # reads none of them: zeros keep the attributes bound
             uvs, rects, alpha = (np.zeros((count, n), np.float32) for n in (2, 4, 2))
         else:
-            surface = Function(_TEXTURED_SURFACE)
-            surface["atlas"] = gloo.Texture2D(mesh.texture, interpolation="linear", wrapping="clamp_to_edge")
-            program.frag["surface"] = surface
+            texel = Function(_ATLAS_TEXEL)
+            texel["atlas"] = gloo.Texture2D(mesh.texture, interpolation="linear", wrapping="clamp_to_edge")
+            program.frag["texel"] = texel
             uvs, rects, alpha = mesh.uvs, mesh.texture_rects, mesh.alpha
+        shading = mesh.shading if mesh.shading is not None else np.zeros((count, 6), np.float32)
+        program.frag["finish"] = Function(_TOON_LIGHT if mesh.shading is not None else _STUDIO_LIGHT)
         program["a_uv"] = gloo.VertexBuffer(uvs)
         program["a_rect"] = gloo.VertexBuffer(rects)
         program["a_alpha"] = gloo.VertexBuffer(alpha)
+        program["a_shade"] = gloo.VertexBuffer(np.ascontiguousarray(shading[:, :4]))
+        program["a_toon"] = gloo.VertexBuffer(np.ascontiguousarray(shading[:, 4:]))
 
     def set_cloth(self, regions: tuple[str, ...]) -> None:
         """Which cloth springs run (none: the cloth is still and costs nothing per frame)."""

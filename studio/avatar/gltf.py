@@ -67,6 +67,8 @@ class MaterialInfo:
     alpha_mode: str = "OPAQUE"
     alpha_cutoff: float = 0.5
     double_sided: bool = False
+    unlit: bool = False  # KHR_materials_unlit
+    toon: tuple[tuple[float, float, float], float, float] | None = None  # MToon: (shade colour linear, shift, toony)
 
 
 @dataclass
@@ -498,8 +500,18 @@ class _Reader:
         if mode not in ("OPAQUE", "MASK", "BLEND"):
             raise self.fail(f"material {index} has alphaMode {mode!r}; allowed OPAQUE, MASK, BLEND")
         cutoff = material.alphaCutoff if material.alphaCutoff is not None else 0.5
+        extensions = material.extensions or {}
         return MaterialInfo(material.name or f"material{index}", factor, image, transform, mode, float(cutoff),
-                            bool(material.doubleSided))
+                            bool(material.doubleSided), "KHR_materials_unlit" in extensions,
+                            _mtoon(extensions.get("VRMC_materials_mtoon"), self._vrm0_material(index, material.name)))
+
+    def _vrm0_material(self, index: int, name: str | None) -> dict | None:
+        """VRM 0.x keeps MToon settings beside the materials (`VRM.materialProperties`), matched by name."""
+        properties = ((self.raw.get("extensions") or {}).get("VRM") or {}).get("materialProperties") or []
+        for spec in properties:
+            if isinstance(spec, dict) and spec.get("name") == name and "MToon" in str(spec.get("shader", "")):
+                return spec
+        return None
 
     def _image(self, index: int) -> np.ndarray:
         from PIL import Image
@@ -533,6 +545,23 @@ def _target_names(mesh, primitive) -> list[str]:
         if isinstance(extras, dict) and isinstance(extras.get("targetNames"), list):
             return [str(n) for n in extras["targetNames"]]
     return []
+
+
+def _mtoon(vrm1: dict | None, vrm0: dict | None) -> tuple[tuple[float, float, float], float, float] | None:
+    """(shade colour, shading shift, shading toony) in VRM 1.0 terms; VRM 0.x values converted as three-vrm does."""
+    try:
+        if isinstance(vrm1, dict):
+            shade = tuple(float(c) for c in vrm1.get("shadeColorFactor", (0.0, 0.0, 0.0)))[:3]
+            return shade, float(vrm1.get("shadingShiftFactor", 0.0)), float(vrm1.get("shadingToonyFactor", 0.9))
+        if isinstance(vrm0, dict):
+            shade = [float(c) for c in (vrm0.get("vectorProperties") or {}).get("_ShadeColor", (0.97, 0.81, 0.86))][:3]
+            floats = vrm0.get("floatProperties") or {}
+            shift, toony = float(floats.get("_ShadeShift", 0.0)), float(floats.get("_ShadeToony", 0.9))
+            shade_linear = tuple(float(c) ** 2.2 for c in np.clip(shade, 0.0, 1.0))  # Unity gamma-space colour
+            return shade_linear, -shift - (1.0 - toony), toony + (1.0 - toony) * (0.5 + 0.5 * shift)
+    except (TypeError, ValueError):
+        return None
+    return None
 
 
 def _uv_transform(spec) -> np.ndarray | None:

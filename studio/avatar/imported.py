@@ -91,7 +91,7 @@ def avatar_from_scene(scene: GltfScene, vrm: VrmInfo) -> AvatarModel:
 
     cloth = _spring_weights(scene, vrm, smplx_of_node, node_weights, count)
     expr, mapping = _expressions(scene, vrm, offsets, count)
-    colors, uvs, rects, alpha, atlas = _look(scene, count)
+    colors, uvs, rects, alpha, atlas, shading = _look(scene, count)
     pad = lambda array, fill=0.0: np.vstack([array, np.full((NUM_JOINTS, array.shape[1]), fill, array.dtype)])  # noqa: E731
     has_face = bool(np.abs(expr).max(initial=0.0) > 0)
     notes = list(scene.notes)
@@ -122,6 +122,7 @@ def avatar_from_scene(scene: GltfScene, vrm: VrmInfo) -> AvatarModel:
         source=str(scene.path),
         uvs=pad(uvs), texture=atlas, texture_rects=pad(rects), alpha=pad(alpha, 1.0),
         cloth_weights=None if cloth is None else pad(cloth),
+        shading=None if shading is None else pad(shading),
         info=info,
     )
 
@@ -253,6 +254,7 @@ def _look(scene: GltfScene, count: int):
     rects[:] = cells[None]  # the white texel
     alpha = np.zeros((count, 2), np.float32)
     alpha[:] = (1.0, -1.0)
+    shading = np.zeros((count, 6), np.float32)
     start = 0
     for piece in scene.primitives:
         rows = slice(start, start + len(piece.positions))
@@ -268,9 +270,14 @@ def _look(scene: GltfScene, count: int):
                     uvs[rows] = piece.uvs @ material.uv_transform[:2, :2].T + material.uv_transform[:2, 2]
             cutoff = material.alpha_cutoff if material.alpha_mode == "MASK" else 0.5 if material.alpha_mode == "BLEND" else -1.0
             alpha[rows] = (base[3], cutoff)
+            if material.toon is not None:  # MToon where the file has it (unlit is its fallback for other renderers)
+                shade, shift, toony = material.toon
+                shading[rows] = (*shade, 1.0, shift, toony)
+            elif material.unlit:
+                shading[rows, 3] = 2.0
         tint = base[None, :3] * (piece.colors[:, :3] if piece.colors is not None else 1.0)
         colors[rows] = _srgb(tint)
-    return colors, uvs, rects, alpha, atlas
+    return colors, uvs, rects, alpha, atlas, (shading if shading[:, 3].any() else None)
 
 
 def _atlas(scene: GltfScene) -> tuple[dict, np.ndarray]:

@@ -60,6 +60,8 @@ class AvatarModel:
     texture: np.ndarray | None = None  # (H, W, 4) uint8
     texture_rects: np.ndarray | None = None  # (V, 4) float32
     alpha: np.ndarray | None = None  # (V, 2) float32
+    # Per vertex: shade colour (linear), kind (0 lit as the studio lights, 1 MToon-like toon, 2 unlit), shift, toony.
+    shading: np.ndarray | None = None  # (V, 6) float32
     cloth_weights: np.ndarray | None = None  # (V, 4) float32: how much each vertex follows each cloth spring (VRM springs)
     info: Mapping[str, object] = field(default_factory=dict)  # what an importer reports: meta, mapping, notes
 
@@ -168,6 +170,8 @@ def validate_arrays(model: AvatarModel) -> None:
         for key, array, width in (("uvs", model.uvs, 2), ("texture_rects", model.texture_rects, 4),
                                   ("alpha", model.alpha, 2)):
             _check_array(model, key, array, (vertex_count, width))
+    if model.shading is not None:
+        _check_array(model, "shading", model.shading, (vertex_count, 6))
     if model.cloth_weights is not None:
         _check_array(model, "cloth_weights", model.cloth_weights, (vertex_count, 4))
 

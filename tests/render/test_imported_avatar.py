@@ -212,3 +212,59 @@ def test_imported_avatars_match_their_reference_images(name, request):
     reference = np.asarray(Image.open(reference_path).convert("RGB")).astype(int)
     difference = np.abs(image.astype(int) - reference).max(axis=-1)
     assert difference.mean() < 2.0 and (difference > 40).mean() < 0.01, (difference.mean(), (difference > 40).mean())
+
+
+def sphere_glb(path: Path, material_extensions: dict) -> Path:
+    """A white 0.3 m sphere at head height with these material extensions (MToon, unlit)."""
+    import json
+    import struct
+
+    rings, segments = 24, 32
+    theta = np.linspace(0, np.pi, rings + 1)[:, None]
+    phi = np.linspace(0, 2 * np.pi, segments + 1)[None, :]
+    points = np.stack([np.sin(theta) * np.cos(phi), np.cos(theta) + 0 * phi, np.sin(theta) * np.sin(phi)], -1)
+    positions = (0.15 * points.reshape(-1, 3) + (0, 1.5, 0)).astype(np.float32)
+    normals = points.reshape(-1, 3).astype(np.float32)
+    grid = np.arange((rings + 1) * (segments + 1)).reshape(rings + 1, segments + 1)
+    a, b, c, d = grid[:-1, :-1], grid[:-1, 1:], grid[1:, :-1], grid[1:, 1:]
+    indices = np.concatenate([np.stack([a, b, c], -1), np.stack([b, d, c], -1)]).reshape(-1).astype(np.uint32)
+    blob = positions.tobytes() + normals.tobytes() + indices.tobytes()
+    sizes = [positions.nbytes, normals.nbytes, indices.nbytes]
+    offsets = np.cumsum([0] + sizes)
+    document = {
+        "asset": {"version": "2.0"}, "scene": 0, "scenes": [{"nodes": [0]}], "nodes": [{"mesh": 0}],
+        "meshes": [{"primitives": [{"attributes": {"POSITION": 0, "NORMAL": 1}, "indices": 2, "material": 0}]}],
+        "materials": [{"pbrMetallicRoughness": {"baseColorFactor": [1, 1, 1, 1]}, "extensions": material_extensions}],
+        "buffers": [{"byteLength": len(blob)}],
+        "bufferViews": [{"buffer": 0, "byteOffset": int(o), "byteLength": s} for o, s in zip(offsets, sizes)],
+        "accessors": [{"bufferView": 0, "componentType": 5126, "count": len(positions), "type": "VEC3"},
+                      {"bufferView": 1, "componentType": 5126, "count": len(positions), "type": "VEC3"},
+                      {"bufferView": 2, "componentType": 5125, "count": len(indices), "type": "SCALAR"}],
+    }
+    text = json.dumps(document).encode()
+    text += b" " * (-len(text) % 4)
+    body = struct.pack("<I4s", len(text), b"JSON") + text + struct.pack("<I4s", len(blob), b"BIN\0") + blob
+    path.write_bytes(struct.pack("<4sII", b"glTF", 2, 12 + len(body)) + body)
+    return path
+
+
+def sphere_pixels(path: Path) -> np.ndarray:
+    """The sphere's pixels (RGB, int) against the renderer's grey background."""
+    with OffscreenRenderer(load_avatar(path), size=(200, 200), background="transparent") as renderer:
+        image = renderer.render(FrameState()).astype(int)
+    return image[image[..., 3] > 250][:, :3]
+
+
+def test_mtoon_materials_shade_in_two_tones_and_unlit_ones_are_flat(tmp_path):
+    """A white sphere whose MToon shade colour is blue: blue where the key light does not reach, white where it does;
+    the studio's own lighting (no extension) never turns it blue; KHR_materials_unlit draws one flat colour."""
+    toon = {"VRMC_materials_mtoon": {"specVersion": "1.0", "shadeColorFactor": [0.05, 0.1, 0.9],
+                                     "shadingShiftFactor": 0.0, "shadingToonyFactor": 0.95}}
+    shaded = sphere_pixels(sphere_glb(tmp_path / "toon.glb", toon))
+    blue = (shaded[:, 2] > shaded[:, 0] + 100)
+    white = shaded.min(axis=1) > 200
+    assert blue.sum() > 300 and white.sum() > 300 and (blue | white).mean() > 0.8  # two tones, a narrow step between
+    plain = sphere_pixels(sphere_glb(tmp_path / "plain.glb", {}))
+    assert (plain[:, 2] > plain[:, 0] + 100).sum() == 0
+    flat = sphere_pixels(sphere_glb(tmp_path / "unlit.glb", {"KHR_materials_unlit": {}}))
+    assert flat.std(axis=0).max() < 2 and flat.min() > 250
