@@ -56,3 +56,22 @@ def test_export_avatar_command_writes_a_vrm_that_loads(tmp_path, studio_home, ca
     assert load_avatar(out).info["format"] == "VRM 1.0"
     assert main(["export-avatar", str(tmp_path / "me.fbx")]) == 2
     assert "export writes .glb or .vrm files, not .fbx" in capsys.readouterr().err
+
+
+def test_a_persona_wearing_a_vrm_disables_the_body_shape_sliders_and_missing_colour_parts(qtbot, studio_home):
+    from studio.presets import persona_by_name
+
+    window = MainWindow(make_random_avatar(), engine=EngineController(_no_engine), show_dialogs=False,
+                        persist_layout=False, persona=persona_by_name("default"))
+    qtbot.addWidget(window)
+    window.show()
+    qtbot.waitExposed(window)
+    panel = window.panels.persona_panel
+    for avatar, shaped in ((str(DATA / "humanoid_vrm0.vrm"), False), ("default", True)):
+        panel.avatar.setText(avatar)
+        panel.avatar.editingFinished.emit()
+        assert window.panels.apply_look()
+        assert panel.betas[0].isEnabled() is shaped
+        assert ("no body-shape space" in panel.betas[0].toolTip()) is not shaped
+        assert panel.color_buttons["skin"].isEnabled() is shaped  # the VRM has no part labels to tint ("face" is skin)
+    assert window.avatar.info == {}  # back on the shipped avatar

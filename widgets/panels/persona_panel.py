@@ -65,7 +65,7 @@ class PersonaPanel(QWidget, DocumentEditing):
         title_row.addWidget(self.revert_button)
 
         self.avatar = QLineEdit()
-        self.avatar.setPlaceholderText("default, or an avatar file (.npz/.pkl)")
+        self.avatar.setPlaceholderText("default, or an avatar file (.npz/.pkl/.glb/.gltf/.vrm)")
         self.avatar.editingFinished.connect(lambda: self._edit("avatar", self.avatar.text().strip() or "default"))
         browse = QPushButton("Browse…")
         browse.clicked.connect(self.ask_avatar)
@@ -183,10 +183,17 @@ class PersonaPanel(QWidget, DocumentEditing):
             self.default_preset.setCurrentText(persona.default_preset)
             if self._cue_text() != persona.cue_lines:
                 self.cue_lines.setPlainText("\n".join(persona.cue_lines))
+        shapeless = self.controls.base_avatar.num_betas == 0
+        for slider in self.betas:
+            slider.setEnabled(not shapeless)
+            slider.setToolTip("This avatar has no body-shape space (an imported glTF/VRM file): "
+                              "the shape sliders cannot change it" if shapeless else "")
         for part, button in self.color_buttons.items():
             rgb = persona.colors.get(part) or part_color(self.controls.base_avatar, part)
+            button.setEnabled(rgb is not None)
+            button.setToolTip("" if rgb is not None else f"This avatar has no {part} part to colour")
             if rgb is None:
-                button.setEnabled(False)
+                button.setStyleSheet("")
                 continue
             color = QColor.fromRgbF(*rgb)
             text = "#202124" if color.lightnessF() > 0.55 else "#f0f0f0"

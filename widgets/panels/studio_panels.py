@@ -245,6 +245,7 @@ class StudioPanels:
             return False
         self._avatars[persona.avatar] = base
         self.base_avatar = base
+        self.persona_panel.refresh(persona)  # which colour parts and shape sliders this avatar has
         look = Look.of_persona(persona)
         viewport = self.window.viewport
         if base is viewport.base_avatar and self._look is not None:  # the first look is drawn before the window shows
