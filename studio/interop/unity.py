@@ -131,8 +131,12 @@ VRM_TO_ARKIT: dict[str, tuple[str, ...]] = {
     "Angry": ("browDownLeft", "browDownRight"), "Sorrow": ("mouthFrownLeft", "mouthFrownRight", "browInnerUp"),
     "Fun": ("mouthSmileLeft", "mouthSmileRight"),
 }
-VRM_TO_ARKIT_INDEX: dict[str, np.ndarray] = {key.lower(): np.array([ARKIT_INDEX[n] for n in names])
-                                             for key, names in VRM_TO_ARKIT.items()}
+# VRM 1.0 renamed the presets; senders use either
+VRM1_ALIASES = {"aa": "A", "ih": "I", "ou": "U", "ee": "E", "oh": "O", "blinkLeft": "Blink_L", "blinkRight": "Blink_R",
+                "happy": "Joy", "sad": "Sorrow", "relaxed": "Fun"}
+VRM_TO_ARKIT_INDEX: dict[str, np.ndarray] = {
+    key.lower(): np.array([ARKIT_INDEX[n] for n in VRM_TO_ARKIT[VRM1_ALIASES.get(key, key)]])
+    for key in (*VRM_TO_ARKIT, *VRM1_ALIASES)}
 
 
 def blend_values(arkit: np.ndarray, naming: str) -> list[tuple[str, float]]:

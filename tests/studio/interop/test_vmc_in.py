@@ -187,3 +187,14 @@ def test_a_root_rotation_turns_the_hips_once_however_often_it_comes() -> None:
     for _ in range(3):  # a sender that sends the root's turn and never the hips
         receiver.handle(bundle(message("/VMC/Ext/Root/Pos", "root", 0.0, 0.0, 0.0, 0.0, half, 0.0, half)), time.monotonic())
     np.testing.assert_allclose(tracker.sample().bones[JOINT_INDEX["pelvis"]], (0.0, -math.pi / 2, 0.0), atol=1e-6)
+
+
+def test_vrm_0_and_vrm_1_preset_names_both_drive_the_face() -> None:
+    tracker = TrackerInput()
+    receiver = VmcReceiver(tracker, port=0)
+    receiver.handle(bundle(message("/VMC/Ext/Blend/Val", "aa", 0.7), message("/VMC/Ext/Blend/Val", "blinkRight", 0.4),
+                           message("/VMC/Ext/Blend/Val", "Angry", 0.3), message("/VMC/Ext/Blend/Apply")), time.monotonic())
+    face, known = tracker.sample().face, tracker.sample().face_known
+    assert face[ARKIT_INDEX["jawOpen"]] == pytest.approx(0.7) and face[ARKIT_INDEX["eyeBlinkRight"]] == pytest.approx(0.4)
+    assert face[ARKIT_INDEX["browDownLeft"]] == pytest.approx(0.3) and not known[ARKIT_INDEX["eyeBlinkLeft"]]
+    assert receiver.counts == {}
