@@ -7,7 +7,9 @@ canonical ARKit order (unlike the app's CSV, JawLeft is 15 and JawRight 16), the
 each eye's yaw/pitch/roll in radians. `../shared/REFERENCE.md` lists the sub-frame as u32; the independent
 decoder `pylivelinkface` reads it as f32 (Unreal's FFrameTime keeps it as a float), which is what we write.
 That decoder also reads the device id as 37 fixed bytes (the length's last byte and 36 characters), so our
-device id is a 36-character UUID.
+device id is a 36-character UUID. A second public decoder (think-biq's FaceFrame, after Unreal's
+AppleARKitLiveLinkSource) reads the same layout and takes packets of 264..774 bytes, so the subject name is
+kept short enough for that.
 
 Head angles follow `studio.recording.livelink` (yaw about +y, pitch about +x, roll about +z, the neck and
 head together). Incoming eye angles are not used: the tracked eyeLook weights carry the gaze, as they do in
@@ -35,6 +37,8 @@ PACKET_VERSION = 6
 VALUE_COUNT = 61
 _TAIL = struct.Struct(">ifIIB61f")
 _NAME_LIMIT = 1024  # longer device or subject names are not Live Link Face's
+MAX_PACKET = 774  # Unreal's Live Link Face source reads packets of 264..774 bytes
+SUBJECT_LIMIT = MAX_PACKET - (1 + 4 + 36 + 4 + 17 + VALUE_COUNT * 4)  # with our 36-character device id
 
 
 class LiveLinkPacketError(ValueError):
@@ -88,8 +92,9 @@ class LiveLinkSender(FrameSender):
     def __init__(self, host: str = "127.0.0.1", port: int = LIVELINK_PORT, rate_hz: float = 60.0,
                  subject: str = "AvatarStudio", device_id: str | None = None) -> None:
         super().__init__(host, port, rate_hz)
-        if not subject or len(subject.encode()) > _NAME_LIMIT:
-            raise ValueError(f"Live Link subject name {subject!r} must be 1..{_NAME_LIMIT} bytes")
+        if not subject or len(subject.encode()) > SUBJECT_LIMIT:
+            raise ValueError(f"Live Link subject name {subject!r} must be 1..{SUBJECT_LIMIT} bytes "
+                             f"(Unreal drops packets over {MAX_PACKET} bytes)")
         self.subject = subject
         self.device_id = device_id or str(uuid.uuid4())
 

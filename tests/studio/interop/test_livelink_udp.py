@@ -130,3 +130,10 @@ def test_a_port_in_use_is_said_in_plain_words() -> None:
         assert second.stats().last_error == f"port {first.port} is in use by another program"
     finally:
         first.stop()
+
+
+def test_a_subject_name_too_long_for_unreal_is_refused() -> None:
+    LiveLinkSender(port=9, subject="s" * 400).close()
+    assert len(LiveLinkSender(port=9, subject="s" * 468).encode(FrameState())) == 774
+    with pytest.raises(ValueError, match="must be 1..468 bytes \\(Unreal drops packets over 774 bytes\\)"):
+        LiveLinkSender(port=9, subject="s" * 469)
