@@ -78,3 +78,29 @@ def test_no_engine_is_said_plainly() -> None:
     links = LiveLinks(lambda: None)
     assert links.apply("vmc_out", replace(DEFAULT_SETTINGS["vmc_out"], enabled=True)) == \
         "the engine is not running, so there is nothing to send or to drive"
+
+
+def test_a_stalled_output_drops_its_oldest_frames_and_never_holds_the_engine(engine: Engine) -> None:
+    import threading
+
+    from studio.interop.sender import QUEUE_FRAMES, FrameSender
+
+    release = threading.Event()
+
+    class StalledSender(FrameSender):
+        name = "stalled"
+
+        def encode(self, frame) -> bytes:
+            release.wait()  # a receiver path that does not move until the test lets it
+            return b"x"
+
+    sender = StalledSender(port=9, rate_hz=240.0)
+    sender.start(engine)
+    try:
+        first = engine.slot.latest().sequence if engine.slot.latest() else 0
+        wait_for(lambda: engine.slot.latest() is not None and engine.slot.latest().sequence > first + 10 * QUEUE_FRAMES,
+                 "the engine making frames while the output is stuck")
+        assert sender.stats().dropped > 0 and sender.sent == 0
+    finally:
+        release.set()
+        sender.close()
