@@ -28,6 +28,7 @@ from studio.avatar.arkit import NUM_ARKIT
 from studio.avatar.skeleton import JOINT_INDEX
 from studio.engine.anchor import ANCHORED_INDEX, ANCHORED_JOINTS, LatestPose
 from studio.engine.mouth_shaper import MOUTH_CHANNELS
+from studio.recording.rotations import matrix_to_rotvec, rotvec_to_matrix
 
 REGIONS = ("eyes_brows", "mouth_jaw", "head", "body")
 REGION_LABELS = {"eyes_brows": "eyes and brows", "mouth_jaw": "mouth and jaw", "head": "head", "body": "body"}
@@ -88,8 +89,6 @@ class TrackerInput:
             if root is not None:
                 position = np.asarray(root[0], np.float64)
                 if float(np.linalg.norm(root[1])) > 1e-9:
-                    from studio.recording.rotations import matrix_to_rotvec, rotvec_to_matrix
-
                     hips = np.asarray(bones.get(JOINT_INDEX["pelvis"], np.zeros(3)), np.float64)  # as sent, not turned yet
                     turned = rotvec_to_matrix(np.asarray(root[1])[None]) @ rotvec_to_matrix(hips[None])
                     merged[JOINT_INDEX["pelvis"]] = matrix_to_rotvec(turned)[0]
