@@ -115,6 +115,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="also measure this avatar file (.glb/.gltf/.vrm/.npz): load time and render fps")
     add_persona_and_preset(bench)
 
+    avatar_mapping = commands.add_parser("avatar-mapping", help="print how the engine drives a glTF/VRM avatar, as YAML")
+    avatar_mapping.add_argument("avatar", type=_existing_file, help=".glb/.gltf/.vrm file")
+    avatar_mapping.add_argument("--write", action="store_true",
+                                help="save it beside the avatar (NAME.mapping.yaml) to edit; never overwrites one")
+
     export_avatar = commands.add_parser("export-avatar", help="write the avatar (in the persona's look) as GLB or VRM 1.0")
     export_avatar.add_argument("out", type=_output_file, help="output .glb or .vrm file")
     export_avatar.add_argument("--avatar", type=_existing_file, help="avatar file (default: the persona's avatar)")

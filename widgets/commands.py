@@ -328,6 +328,29 @@ def bench_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def avatar_mapping_command(args: argparse.Namespace) -> int:
+    """`avatar-studio avatar-mapping FILE [--write]`: the ARKit channels and bones of an imported avatar, as YAML."""
+    from studio.avatar.imported import current_mapping_text, is_gltf_path
+    from studio.avatar.mapping_file import mapping_path
+    from studio.fileio import atomic_write
+
+    if not is_gltf_path(args.avatar):
+        return _fail(f"{args.avatar}: a mapping is for .glb, .gltf and .vrm avatars")
+    try:
+        text = current_mapping_text(args.avatar)
+    except AvatarFormatError as error:
+        return _fail(str(error))
+    if not args.write:
+        print(text, end="")
+        return 0
+    target = mapping_path(args.avatar)
+    if target.exists():
+        return _fail(f"{target} exists; edit it, or remove it to write the automatic mapping again")
+    atomic_write(target, text)
+    print(f"wrote {target}")
+    return 0
+
+
 def export_avatar_command(args: argparse.Namespace) -> int:
     """`avatar-studio export-avatar OUT.glb|OUT.vrm`: the avatar in the persona's look, for other programs."""
     from studio.avatar.export import export_avatar

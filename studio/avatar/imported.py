@@ -23,7 +23,7 @@ from studio.avatar.arkit import ARKIT_INDEX, ARKIT_NAMES, NUM_ARKIT, arkit_index
 from studio.avatar.gltf import GltfScene, read_gltf
 from studio.avatar.model import AvatarFormatError, AvatarModel
 from studio.avatar.skeleton import JOINT_INDEX, NUM_JOINTS, PARENTS
-from studio.avatar.vrm import Expression, VrmInfo, guess_humanoid, read_vrm
+from studio.avatar.vrm import VrmInfo, guess_humanoid, read_vrm
 
 _FINGERS = {"Thumb": ("Metacarpal", "Proximal", "Distal"), "Index": ("Proximal", "Intermediate", "Distal"),
             "Middle": ("Proximal", "Intermediate", "Distal"), "Ring": ("Proximal", "Intermediate", "Distal"),
@@ -57,19 +57,49 @@ _ATLAS_PAD = 2
 
 def load_gltf_avatar(path: str | os.PathLike) -> AvatarModel:
     """A `.glb`/`.gltf`/`.vrm` file as an AvatarModel; AvatarFormatError names the file and why it was refused."""
+    scene, vrm, arkit, bones, mapping_file = _read_with_mapping(path)
+    return avatar_from_scene(scene, vrm, arkit, bones, mapping_file)
+
+
+def _read_with_mapping(path: str | os.PathLike):
+    from studio.avatar.mapping_file import mapping_path, read_mapping
+
     scene = read_gltf(path)
     vrm = read_vrm(scene)
-    return avatar_from_scene(scene, vrm)
+    mapping_file = mapping_path(path)
+    if not mapping_file.is_file():
+        return scene, vrm, {}, {}, None
+    return (scene, vrm, *read_mapping(mapping_file, scene, vrm, tuple(HUMANOID_TO_SMPLX)), mapping_file)
 
 
-def avatar_from_scene(scene: GltfScene, vrm: VrmInfo) -> AvatarModel:
+def current_mapping_text(path: str | os.PathLike) -> str:
+    """The mapping the studio uses for this avatar now (automatic, plus its mapping file), as mapping-file YAML."""
+    from studio.avatar.mapping_file import mapping_text
+
+    scene, vrm, arkit, bones, _ = _read_with_mapping(path)
+    by_name, fallback = automatic_mapping(scene, vrm)
+    chosen = {shape: arkit.get(shape, by_name.get(shape, fallback.get(shape, []))) for shape in ARKIT_NAMES}
+    humanoid = _humanoid(scene, vrm, bones)
+    return mapping_text(chosen, {bone: scene.node_names[node] for bone, node in humanoid.items()})
+
+
+def _humanoid(scene: GltfScene, vrm: VrmInfo, bones: dict[str, int]) -> dict[str, int]:
+    joint_nodes = {int(n) for p in scene.primitives if p.joints is not None for n in np.unique(p.joints)}
+    humanoid = dict(vrm.humanoid) if vrm.humanoid else guess_humanoid(scene, joint_nodes | set(range(len(scene.parents))))
+    humanoid.update(bones)
+    return humanoid
+
+
+def avatar_from_scene(scene: GltfScene, vrm: VrmInfo, overrides: dict | None = None, bones: dict[str, int] | None = None,
+                      mapping_file: Path | None = None) -> AvatarModel:
+    """The AvatarModel of a read scene; `overrides` (ARKit shape -> sources) and `bones` come from a mapping file."""
+    overrides = overrides or {}
     offsets = np.cumsum([0] + [len(p.positions) for p in scene.primitives])
     count = int(offsets[-1])
     positions = np.concatenate([p.positions for p in scene.primitives])
     faces = np.concatenate([p.triangles + offsets[i] for i, p in enumerate(scene.primitives)])
 
-    joint_nodes = {int(n) for p in scene.primitives if p.joints is not None for n in np.unique(p.joints)}
-    humanoid = dict(vrm.humanoid) if vrm.humanoid else guess_humanoid(scene, joint_nodes | set(range(len(scene.parents))))
+    humanoid = _humanoid(scene, vrm, bones or {})
     smplx_of_node = {node: JOINT_INDEX[HUMANOID_TO_SMPLX[bone]] for bone, node in humanoid.items()
                      if bone in HUMANOID_TO_SMPLX}
     joints = _joint_positions(scene, smplx_of_node, positions)
@@ -90,7 +120,7 @@ def avatar_from_scene(scene: GltfScene, vrm: VrmInfo) -> AvatarModel:
     regressor[:, count:] = np.eye(NUM_JOINTS, dtype=np.float32)
 
     cloth = _spring_weights(scene, vrm, smplx_of_node, node_weights, count)
-    expr, mapping = _expressions(scene, vrm, offsets, count)
+    expr, mapping = _expressions(scene, vrm, offsets, count, overrides)
     colors, uvs, rects, alpha, atlas, shading = _look(scene, count)
     pad = lambda array, fill=0.0: np.vstack([array, np.full((NUM_JOINTS, array.shape[1]), fill, array.dtype)])  # noqa: E731
     has_face = bool(np.abs(expr).max(initial=0.0) > 0)
@@ -108,6 +138,7 @@ def avatar_from_scene(scene: GltfScene, vrm: VrmInfo) -> AvatarModel:
         "fallback": mapping["fallback"],
         "humanoid": sorted(humanoid),
         "notes": notes,
+        "mapping_file": str(mapping_file) if mapping_file is not None else None,
     }
     return AvatarModel(
         name=vrm.meta.get("title") or scene.path.stem,
@@ -184,8 +215,44 @@ def _morph_table(scene: GltfScene, offsets: np.ndarray) -> dict[tuple[int, int],
     return table
 
 
-def _expressions(scene: GltfScene, vrm: VrmInfo, offsets: np.ndarray, count: int) -> tuple[np.ndarray, dict]:
+Source = tuple[str, str, float]  # ("morph" or "expression", its name, weight)
+
+
+def automatic_mapping(scene: GltfScene, vrm: VrmInfo) -> tuple[dict[str, list[Source]], dict[str, list[Source]]]:
+    """(ARKit shape -> sources found by name, ARKit shape -> VRM fallback sources), before any mapping file."""
+    by_name: dict[str, list[Source]] = {}
+    for name in vrm.expressions:  # perfect sync: expressions named as ARKit shapes
+        column = _arkit_column(name)
+        if column is not None:
+            by_name.setdefault(ARKIT_NAMES[column], [("expression", name, 1.0)])
+    for piece in scene.primitives:
+        for name in piece.target_names:
+            column = _arkit_column(name)
+            if column is None:
+                continue
+            sources = by_name.setdefault(ARKIT_NAMES[column], [])
+            if not any(kind == "expression" for kind, _, _ in sources) and ("morph", name, 1.0) not in sources:
+                sources.append(("morph", name, 1.0))  # every morph of that name (face, teeth, ...) moves
+    fallback: dict[str, list[Source]] = {}
+    for shape, sources in VOWEL_FALLBACK.items():
+        if shape in by_name:
+            continue
+        for expression_name, weight in sources:
+            if expression_name in vrm.expressions:
+                fallback.setdefault(shape, []).append(("expression", expression_name, weight))
+            elif expression_name.startswith("blink") and "blink" in vrm.expressions:
+                fallback.setdefault(shape, []).append(("expression", "blink", weight * 0.5))  # one blink for both eyes
+    return by_name, fallback
+
+
+def _expressions(scene: GltfScene, vrm: VrmInfo, offsets: np.ndarray, count: int,
+                 overrides: dict[str, list[Source]]) -> tuple[np.ndarray, dict]:
     table = _morph_table(scene, offsets)
+    morphs_named: dict[str, list[tuple[int, int]]] = {}
+    for piece in scene.primitives:
+        for k, name in enumerate(piece.target_names):
+            if (piece.node, k) not in morphs_named.get(name, []):
+                morphs_named.setdefault(name, []).append((piece.node, k))
     expr = np.zeros((count, 3, NUM_ARKIT), np.float32)
 
     def add(column: int, node: int, morph: int, weight: float) -> bool:
@@ -194,40 +261,30 @@ def _expressions(scene: GltfScene, vrm: VrmInfo, offsets: np.ndarray, count: int
             expr[first:first + len(delta), :, column] += weight * delta
         return bool(pieces)
 
-    def add_expression(column: int, expression: Expression, weight: float) -> bool:
-        return any([add(column, node, morph, weight * w) for node, morph, w in expression.binds])
+    def drive(column: int, sources: list[Source]) -> bool:
+        moved = False
+        for kind, name, weight in sources:
+            if kind == "morph":
+                moved |= any([add(column, node, k, weight) for node, k in morphs_named.get(name, [])])
+            elif name in vrm.expressions:
+                moved |= any([add(column, node, k, weight * w) for node, k, w in vrm.expressions[name].binds])
+        return moved
 
-    found = set()
-    for name, expression in vrm.expressions.items():  # perfect sync: expressions named as ARKit shapes
-        column = _arkit_column(name)
-        if column is not None and column not in found and add_expression(column, expression, 1.0):
-            found.add(column)
-    by_name: dict[int, list[tuple[int, int]]] = {}
-    for piece in scene.primitives:
-        for k, name in enumerate(piece.target_names):
-            column = _arkit_column(name)
-            if column is not None and (piece.node, k) not in by_name.get(column, []):
-                by_name.setdefault(column, []).append((piece.node, k))
-    for column, morphs in by_name.items():
-        if column not in found:
-            for node, morph in morphs:
-                add(column, node, morph, 1.0)
-            found.add(column)
-    fallback = []
-    for shape, sources in VOWEL_FALLBACK.items():
+    by_name, fallback = automatic_mapping(scene, vrm)
+    found, fell_back = set(), []
+    for shape in ARKIT_NAMES:
         column = ARKIT_INDEX[shape]
-        if column in found:
-            continue
-        for expression_name, weight in sources:
-            expression = vrm.expressions.get(expression_name)
-            if expression is None and expression_name.startswith("blink"):
-                expression, weight = vrm.expressions.get("blink"), weight * 0.5  # one blink for both eyes
-            if expression is not None and add_expression(column, expression, weight):
-                fallback.append(f"{shape}←{expression.name}")
+        if shape in overrides:
+            if drive(column, overrides[shape]):
+                found.add(column)
+        elif shape in by_name and drive(column, by_name[shape]):
+            found.add(column)
+        elif shape in fallback and drive(column, fallback[shape]):
+            fell_back.append(f"{shape}←{'+'.join(name for _, name, _ in fallback[shape])}")
     missing = [ARKIT_NAMES[k] for k in range(NUM_ARKIT) if k not in found]
-    kind = ("arkit" if not missing else "arkit+vowels" if found and fallback else "arkit (partial)" if found
-            else "vowels" if fallback else "none")
-    return expr, {"kind": kind, "missing": missing, "fallback": fallback}
+    kind = ("arkit" if not missing else "arkit+vowels" if found and fell_back else "arkit (partial)" if found
+            else "vowels" if fell_back else "none")
+    return expr, {"kind": kind, "missing": missing, "fallback": fell_back}
 
 
 def _arkit_column(name: str) -> int | None:
@@ -324,6 +381,8 @@ def describe_import(model: AvatarModel) -> str:
     missing = info.get("arkit_missing") or []
     face = (f"face mapping: {info['mapping']}, {52 - len(missing)} of 52 ARKit shapes"
             + (f" (missing {', '.join(missing[:6])}{', …' if len(missing) > 6 else ''})" if missing else ""))
+    if info.get("mapping_file"):
+        face += f", mapping from {Path(str(info['mapping_file'])).name}"
     notes = "; ".join(info.get("notes") or [])
     return f"{info.get('format', 'glTF')}{who}{licence}; {face}" + (f"; {notes}" if notes else "")
 

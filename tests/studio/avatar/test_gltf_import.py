@@ -355,3 +355,71 @@ def test_humanoid_bones_are_guessed_from_common_rig_names(names, expected):
 
     found = guess_humanoid(SimpleNamespace(node_names=names), set(range(len(names))))
     assert {bone: names[node] for bone, node in found.items() if bone in expected} == expected
+
+
+# ---------------------------------------------------------------- the mapping file beside the avatar
+
+
+def vrm0_copy(folder: Path, mapping: str | None = None) -> Path:
+    path = folder / "vee.vrm"
+    path.write_bytes((DATA / "humanoid_vrm0.vrm").read_bytes())
+    if mapping is not None:
+        (folder / "vee.mapping.yaml").write_text(mapping)
+    return path
+
+
+def test_a_mapping_file_beside_the_avatar_replaces_the_channels_it_names(tmp_path):
+    automatic = load_avatar(vrm0_copy(tmp_path))
+    assert automatic.info["mapping_file"] is None
+    path = vrm0_copy(tmp_path, "schema_version: 1\narkit:\n  jawOpen: none\n"
+                               "  mouthSmileLeft: {expression: happy, weight: 0.5}\n  cheekPuff: Fcl_MTH_O\n")
+    model = load_avatar(path)
+    assert model.info["mapping_file"] == str(tmp_path / "vee.mapping.yaml")
+    assert not model.expr_dirs[:, :, ARKIT_INDEX["jawOpen"]].any()  # 'none' drives nothing
+    happy = automatic.expr_dirs[:, :, ARKIT_INDEX["mouthSmileLeft"]]
+    assert not happy.any() and model.expr_dirs[:, :, ARKIT_INDEX["mouthSmileLeft"]].any()
+    assert model.expr_dirs[:, :, ARKIT_INDEX["cheekPuff"]].any()  # a morph target by its name
+    assert np.array_equal(model.expr_dirs[:, :, ARKIT_INDEX["eyeBlinkLeft"]],
+                          automatic.expr_dirs[:, :, ARKIT_INDEX["eyeBlinkLeft"]])  # channels not named stay automatic
+
+
+def test_the_written_mapping_reloads_as_the_automatic_one(tmp_path):
+    from studio.avatar.imported import current_mapping_text
+
+    path = vrm0_copy(tmp_path)
+    automatic = load_avatar(path)
+    (tmp_path / "vee.mapping.yaml").write_text(current_mapping_text(path))
+    pinned = load_avatar(path)
+    assert np.array_equal(pinned.expr_dirs, automatic.expr_dirs) and pinned.info["humanoid"] == automatic.info["humanoid"]
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("arkit:\n  jawOpenn: aa\n", "arkit.jawOpenn: not an ARKit shape"),
+    ("arkit:\n  jawOpen: {morph: Nope}\n", "morph target 'Nope' is not in the avatar"),
+    ("arkit:\n  jawOpen: Nope\n", "'Nope' is neither a morph target nor an expression"),
+    ("arkit:\n  jawOpen: {expression: aa, weight: lots}\n", "weight 'lots'; expected a number"),
+    ("bones:\n  head: nowhere\n", "bones.head: node 'nowhere' is not in the avatar"),
+    ("bones:\n  noggin: head\n", "bones.noggin: not a humanoid bone"),
+    ("schema_version: 7\n", "schema_version: 7"),
+    ("arkit: [\n", "not a readable mapping file"),
+])
+def test_a_bad_mapping_file_is_refused_naming_file_and_field(tmp_path, text, expected):
+    path = vrm0_copy(tmp_path, text)
+    with pytest.raises(AvatarFormatError) as caught:
+        load_avatar(path)
+    message = str(caught.value)
+    assert message.startswith(f"{tmp_path / 'vee.mapping.yaml'}: ") and expected in message and "\n" not in message
+
+
+def test_a_mapping_file_names_bones_the_studio_cannot_guess(tmp_path):
+    document, blob = quad()
+    document["nodes"][0]["name"] = "Bone.042"
+    path = write_glb(tmp_path, document, blob, "odd.glb")
+    pose = np.zeros((55, 3))
+    pose[JOINT_INDEX["head"]] = (0, 0.5, 0)
+    unguessed = load_avatar(path)
+    assert np.allclose(lbs(unguessed, pose=pose)[0], lbs(unguessed)[0])  # the head joint carries nothing
+    (tmp_path / "odd.mapping.yaml").write_text("bones:\n  head: Bone.042\n")
+    mapped = load_avatar(path)
+    assert "head" in mapped.info["humanoid"]
+    assert np.abs(lbs(mapped, pose=pose)[0] - lbs(mapped)[0]).max() > 0.1
