@@ -8,11 +8,15 @@ picked up by `follow_engine`.
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
 
+from studio.fileio import atomic_write
 from studio.interop.livelink_udp import LIVELINK_PORT, LiveLinkReceiver, LiveLinkSender
-from studio.interop.tracking import TrackerInput, TrackingMixer
+from studio.interop.tracking import REGIONS, SOURCES, TrackerInput, TrackingMixer
 from studio.interop.unity import BLEND_NAMINGS
 from studio.interop.vmc import VMC_PORT, VmcReceiver, VmcSender
 
@@ -37,6 +41,13 @@ DEFAULT_SETTINGS = {
     "vmc_in": LinkSettings(host="0.0.0.0", port=VMC_PORT),
     "livelink_in": LinkSettings(host="0.0.0.0", port=LIVELINK_PORT),
 }
+
+
+def links_path() -> Path:
+    """Where the Outputs panel keeps its addresses, ports, rates and region sources."""
+    from studio.paths import user_config_dir
+
+    return user_config_dir() / "live_links.json"
 
 
 @dataclass(frozen=True)
@@ -95,6 +106,40 @@ class LiveLinks:
 
     def set_source(self, region: str, source: str) -> None:
         self.mixer.set_source(region, source)
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Addresses, ports, rates, naming and region sources (not whether a link is on: every link starts off)."""
+        links = {name: {k: v for k, v in asdict(settings).items() if k != "enabled"}
+                 for name, settings in self.settings.items()}
+        atomic_write(path, json.dumps({"links": links, "sources": dict(self.mixer.sources)}, indent=2) + "\n")
+
+    def load(self, path: str | os.PathLike) -> str | None:
+        """Take saved settings; a missing file is no error, a bad one is left alone and said in one line."""
+        path = Path(path)
+        if not path.exists():
+            return None
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            settings = {}
+            for name, values in data.get("links", {}).items():
+                if name not in LINK_TITLES:
+                    raise ValueError(f"link {name!r} is not known; allowed: {', '.join(LINK_TITLES)}")
+                known = {f.name for f in fields(LinkSettings)} - {"enabled"}
+                unknown = set(values) - known
+                if unknown:
+                    raise ValueError(f"{name}: field {sorted(unknown)[0]!r} is not known; allowed: {', '.join(sorted(known))}")
+                settings[name] = _checked(name, replace(DEFAULT_SETTINGS[name], **values))
+            sources = data.get("sources", {})
+            for region, source in sources.items():
+                if region not in REGIONS or source not in SOURCES:
+                    raise ValueError(f"source {region}={source!r} is not allowed; regions: {', '.join(REGIONS)}; "
+                                     f"sources: {', '.join(SOURCES)}")
+        except (OSError, ValueError, TypeError, AttributeError) as error:
+            return f"{path}: {error}; using the default link settings"
+        self.settings.update(settings)
+        for region, source in sources.items():
+            self.mixer.set_source(region, source)
+        return None
 
     def follow_engine(self) -> None:
         """After the engine was rebuilt: attach the tracker stage and the outputs to the new one."""
@@ -192,3 +237,16 @@ class LiveLinks:
             self.mixer.attach(engine)
         elif not wanted and getattr(engine, "tracking", None) is self.mixer:
             self.mixer.detach(engine)
+
+
+def _checked(name: str, settings: LinkSettings) -> LinkSettings:
+    """Settings read from a file, each field of the right kind and range (ValueError names the field)."""
+    if not isinstance(settings.host, str) or not settings.host:
+        raise ValueError(f"{name}.host {settings.host!r} must be an address")
+    if not isinstance(settings.port, int) or not 1 <= settings.port <= 65535:
+        raise ValueError(f"{name}.port {settings.port!r} is not allowed; use 1..65535")
+    if not isinstance(settings.rate_hz, (int, float)) or not 1 <= settings.rate_hz <= 240:
+        raise ValueError(f"{name}.rate_hz {settings.rate_hz!r} is out of range; allowed 1..240")
+    if settings.naming not in BLEND_NAMINGS:
+        raise ValueError(f"{name}.naming {settings.naming!r} is not known; allowed: {', '.join(BLEND_NAMINGS)}")
+    return replace(settings, rate_hz=float(settings.rate_hz))

@@ -8,6 +8,7 @@ their status twice a second.
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import (
@@ -22,10 +23,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from studio.interop.links import LINK_TITLES, OUTPUTS, LinkSettings, LiveLinks
+from studio.interop.links import LINK_TITLES, OUTPUTS, LinkSettings, LiveLinks, links_path
 from studio.interop.tracking import REGION_LABELS, REGIONS
 from studio.interop.unity import BLEND_NAMINGS
-from widgets.panels.common import scrolling, section
+from widgets.panels.common import MessageLine, scrolling, section
 
 REFRESH_MS = 500
 NAMING_TITLES = {"arkit": "ARKit (camelCase)", "perfect_sync": "Perfect sync (PascalCase)", "vrm": "VRM presets"}
@@ -80,6 +81,7 @@ class LinkRow:
 
     def apply(self) -> None:
         error = self.panel.links.apply(self.name, self.settings())
+        self.panel.save()
         if error is not None:
             self.enabled.blockSignals(True)
             self.enabled.setChecked(False)
@@ -99,9 +101,15 @@ class LinkRow:
 class OutputsPanel(QWidget):
     """Live links to other programs; `links` is the Qt-free model behind it."""
 
-    def __init__(self, links: LiveLinks) -> None:
+    def __init__(self, links: LiveLinks, settings_path: Path | None = None) -> None:
+        """`settings_path`: where addresses, ports, rates and region sources are kept (the user's config by default)."""
         super().__init__()
         self.links = links
+        self.settings_path = settings_path or links_path()
+        self.message = MessageLine()
+        problem = links.load(self.settings_path)
+        if problem:
+            self.message.error(problem)
         layout = QVBoxLayout()
         layout.addWidget(section("Live links"))
         grid = QGridLayout()
@@ -127,15 +135,27 @@ class OutputsPanel(QWidget):
             for source, title in SOURCE_TITLES.items():
                 combo.addItem(title, source)
             combo.setCurrentIndex(combo.findData(links.mixer.sources[region]))
-            combo.currentIndexChanged.connect(lambda _index, r=region, c=combo: links.set_source(r, c.currentData()))
+            combo.currentIndexChanged.connect(lambda _index, r=region, c=combo: self.set_source(r, c.currentData()))
             form.addRow(REGION_LABELS[region].capitalize(), combo)
             self.sources[region] = combo
         layout.addLayout(form)
+        layout.addWidget(self.message)
         layout.addStretch(1)
         scrolling(self, layout)
         self.timer = QTimer(self, interval=REFRESH_MS)
         self.timer.timeout.connect(self.refresh)
         self.timer.start()
+
+    def set_source(self, region: str, source: str) -> None:
+        self.links.set_source(region, source)
+        self.save()
+
+    def save(self) -> None:
+        """Keep the settings for the next session; a failure is said under the panel, the links go on."""
+        try:
+            self.links.save(self.settings_path)
+        except OSError as error:
+            self.message.error(f"could not keep the link settings in {self.settings_path}: {error}")
 
     def refresh(self) -> None:
         self.links.follow_engine()

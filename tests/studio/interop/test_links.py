@@ -104,3 +104,23 @@ def test_a_stalled_output_drops_its_oldest_frames_and_never_holds_the_engine(eng
     finally:
         release.set()
         sender.close()
+
+
+def test_link_settings_are_kept_and_a_bad_file_is_said_and_left_alone(tmp_path) -> None:
+    path = tmp_path / "live_links.json"
+    links = LiveLinks(lambda: None)
+    links.settings["vmc_out"] = replace(links.settings["vmc_out"], enabled=True, host="192.168.1.20", port=39540,
+                                        rate_hz=60.0, naming="vrm")
+    links.set_source("mouth_jaw", "tracker")
+    links.save(path)
+    again = LiveLinks(lambda: None)
+    assert again.load(path) is None
+    assert again.settings["vmc_out"] == replace(links.settings["vmc_out"], enabled=False)  # every link starts off
+    assert again.mixer.sources["mouth_jaw"] == "tracker"
+    path.write_text('{"links": {"vmc_out": {"port": 70000}}}')
+    fresh = LiveLinks(lambda: None)
+    assert fresh.load(path) == f"{path}: vmc_out.port 70000 is not allowed; use 1..65535; using the default link settings"
+    assert fresh.settings == DEFAULT_SETTINGS and path.read_text() == '{"links": {"vmc_out": {"port": 70000}}}'
+    path.write_text("{not json")
+    assert fresh.load(path).startswith(f"{path}: Expecting property name")
+    assert LiveLinks(lambda: None).load(tmp_path / "none.json") is None

@@ -6,6 +6,7 @@ import socket
 
 from PySide6.QtCore import Qt
 
+from studio.interop.links import LiveLinks
 from widgets.panels.outputs_panel import OutputsPanel
 
 
@@ -43,6 +44,10 @@ def test_outputs_panel_lives_in_operate_and_says_what_goes_wrong(qtbot, studio_w
     assert window.live_links.mixer.sources["mouth_jaw"] == "tracker"
     window.close()
     assert window.live_links.running == {}
+    kept = OutputsPanel(LiveLinks(lambda: None))  # the next session: same port and sources, every link off
+    assert kept.rows["livelink_in"].port.value() == port and not kept.rows["livelink_in"].enabled.isChecked()
+    assert kept.sources["mouth_jaw"].currentData() == "tracker"
+    qtbot.addWidget(kept)
 
 
 def test_a_biased_live_link_tracker_shows_its_drift_and_the_anchored_result_in_the_drift_dock(qtbot, studio_window) -> None:
