@@ -33,8 +33,7 @@ UNSUPPORTED_EXTENSIONS = {
     "KHR_draco_mesh_compression": "Draco mesh compression",
     "EXT_meshopt_compression": "meshopt compression",
     "KHR_meshopt_compression": "meshopt compression",
-    "KHR_mesh_quantization": "quantized mesh attributes",
-}
+}  # KHR_mesh_quantization needs nothing: integer attributes are read as numbers, normalized ones scaled to 0..1
 _COMPONENTS = {5120: np.int8, 5121: np.uint8, 5122: np.int16, 5123: np.uint16, 5125: np.uint32, 5126: np.float32}
 _WIDTHS = {"SCALAR": 1, "VEC2": 2, "VEC3": 3, "VEC4": 4, "MAT4": 16}
 _TRIANGLES = 4

@@ -325,6 +325,19 @@ def test_fuzzed_glb_is_refused_or_loaded_never_crashes(tmp_path):
     assert outcomes["refused"] > 300 and sum(outcomes.values()) == 1000
 
 
+def test_quantized_positions_are_read_through_the_node_scale(tmp_path):
+    """KHR_mesh_quantization: int16 positions, dequantized by the node's scale."""
+    document, blob = quad()
+    positions = (np.frombuffer(blob[:48], np.float32).reshape(4, 3) * 1000).astype(np.int16)
+    blob = positions.tobytes() + b"\0" * 24 + blob[48:]
+    document["accessors"][0].update(componentType=5122, byteOffset=0)
+    document["bufferViews"][0]["byteLength"] = 48
+    document["nodes"][0]["scale"] = [0.001, 0.001, 0.001]
+    document["extensionsUsed"] = document["extensionsRequired"] = ["KHR_mesh_quantization"]
+    model = load_avatar(write_glb(tmp_path, document, blob))
+    assert np.allclose(model.v_template[:4], [[0, 0, 0], [1, 0, 0], [1, 1, 0], [0, 1, 0]])
+
+
 def test_arkit_names_in_other_spellings_are_matched(tmp_path):
     document, blob = quad()
     document["meshes"][0]["primitives"][0]["targets"] = [{"POSITION": 2}] * 3
