@@ -40,9 +40,12 @@ from studio.interop.unity import (
     to_unity_position,
     to_unity_quat,
 )
+from studio.recording.livelink import gaze_euler
+from studio.recording.rotations import euler_to_matrix, matrix_to_rotvec, rotvec_to_matrix
 
 VMC_PORT = 39539
 _SENT_INDEX = np.array([JOINT_INDEX[name] for name in SENT_JOINTS])
+_EYE_JOINTS = [JOINT_INDEX["left_eye_smplhf"], JOINT_INDEX["right_eye_smplhf"]]
 _FLOAT = struct.Struct(">f")
 _POSE = struct.Struct(">7f")  # position x y z, quaternion x y z w
 _BUNDLE_PREFIX = b"#bundle\x00"
@@ -70,7 +73,9 @@ class VmcSender(FrameSender):
 
     `rest_joints` (55, 3), the avatar's joint positions at rest in metres, gives each bone's local position
     (its offset from its parent); without it positions are sent as zero, which receivers that retarget by
-    rotation (as VMC receivers do) ignore. The hips go out as `Hips` at their rest height (the pelvis's offset
+    rotation (as VMC receivers do) ignore. With VRM preset names, which have no eyeLook shapes, the gaze the
+    eyeLook weights show is put on the LeftEye/RightEye bones instead (with ARKit names it stays in the weights,
+    so a perfect-sync avatar does not turn its eyes twice). The hips go out as `Hips` at their rest height (the pelvis's offset
     from the origin), rotated by the pelvis; the root carries the root translation and no rotation.
 
     Every message's address, type tags and name are built once by python-osc; a frame packs only its numbers
@@ -105,7 +110,12 @@ class VmcSender(FrameSender):
         parts += [prefix + _FLOAT.pack(value) for prefix, value in zip(self._blend_prefixes, values)]
         parts.append(self._apply)
         parts.append(self._root_prefix + _POSE.pack(*to_unity_position(frame.transl).tolist(), 0.0, 0.0, 0.0, 1.0))
-        bones = np.concatenate([self._unity_offsets, to_unity_quat(frame.pose[_SENT_INDEX])], axis=1)
+        pose = frame.pose
+        if self.naming == "vrm":  # no eyeLook shapes among the presets: the gaze goes on the eye bones
+            pose = pose.copy()
+            gaze = rotvec_to_matrix(pose[_EYE_JOINTS]) @ euler_to_matrix(gaze_euler(frame.arkit), "yxz")
+            pose[_EYE_JOINTS] = matrix_to_rotvec(gaze)
+        bones = np.concatenate([self._unity_offsets, to_unity_quat(pose[_SENT_INDEX])], axis=1)
         parts += [prefix + _POSE.pack(*row) for prefix, row in zip(self._bone_prefixes, bones.tolist())]
         parts.append(self._ok)
         parts.append(self._time_prefix + _FLOAT.pack(float(frame.media_time_s)))

@@ -170,3 +170,24 @@ def test_bad_vmc_settings_are_refused_in_one_line() -> None:
         VmcSender(rate_hz=0.5)
     with pytest.raises(ValueError, match="host 'no such host.invalid' is not a known address"):
         VmcSender(host="no such host.invalid")
+
+
+def test_with_vrm_names_the_gaze_goes_on_the_eye_bones() -> None:
+    from studio.engine.motion import EYE_LOOK_FULL_RAD
+
+    arkit = np.zeros(NUM_ARKIT)
+    arkit[ARKIT_NAMES.index("eyeLookOutLeft")] = 1.0  # the left eye looks to the subject's left
+    arkit[ARKIT_NAMES.index("eyeLookInRight")] = 1.0  # and so does the right one
+    frame = FrameState(media_time_s=1.0, arkit=arkit, pose=relaxed_rest_pose())
+    for naming, turned in (("vrm", True), ("arkit", False)):
+        port = free_udp_port()
+        sender = VmcSender(port=port, naming=naming)
+        try:
+            messages = dump_one_frame(sender, frame, port)
+        finally:
+            sender.close()
+        bones = {args[0]: np.array(args[4:8]) for address, args in messages if address == "/VMC/Ext/Bone/Pos"}
+        for eye in ("LeftEye", "RightEye"):
+            yaw = EYE_LOOK_FULL_RAD if turned else 0.0  # about our +y, toward the subject's left (+x)
+            expected = MIRROR @ rodrigues(np.array((0.0, yaw, 0.0))) @ MIRROR
+            np.testing.assert_allclose(quat_matrix(*bones[eye]), expected, atol=1e-5, err_msg=f"{naming} {eye}")
