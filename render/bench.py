@@ -147,10 +147,10 @@ def bench_imported_avatar(path: str | os.PathLike, frames: int = 60) -> dict:
         "avatar_triangles": int(len(avatar.faces)),
         "texture_atlas_px": list(avatar.texture.shape[1::-1]) if avatar.texture is not None else None,
         "face_mapping": info.get("mapping"),
-        "arkit_shapes_mapped": 52 - len(info.get("arkit_missing", [])) if info else 52,
+        "arkit_shapes_mapped_count": 52 - len(info.get("arkit_missing", [])) if info else 52,
         "render_1280x720_fps": round(fps, 2),
         "default_avatar_render_1280x720_fps": round(default_fps, 2),
-        "fps_vs_default_avatar": round(fps / default_fps, 3),
+        "render_fps_vs_default_avatar_factor": round(fps / default_fps, 3),
         "gl_renderer": imported["gl_renderer"],
     }
 

@@ -27,7 +27,7 @@ def test_version():
 def test_help_lists_the_commands():
     result = run_cli("--help")
     assert result.returncode == 0
-    for command in ("gui", "selftest", "render", "lipsync", "bench"):
+    for command in ("gui", "selftest", "render", "lipsync", "bench", "export-avatar", "avatar-mapping"):
         assert command in result.stdout
 
 
@@ -43,6 +43,9 @@ def test_help_lists_the_commands():
         (("render", "--out", "x.mp4", "--size", "big"), "is not WIDTHxHEIGHT"),
         (("render", "--out", "x.mp4", "--background", "pink"), "invalid choice: 'pink'"),
         (("teleport",), "invalid choice: 'teleport'"),
+        (("export-avatar", "/no/such/folder/me.vrm"), "folder /no/such/folder does not exist"),
+        (("avatar-mapping", "/no/such/avatar.vrm"), "no such file: /no/such/avatar.vrm"),
+        (("bench", "--avatar", "/no/such/avatar.vrm"), "no such file: /no/such/avatar.vrm"),
     ],
 )
 def test_bad_options_and_paths_give_one_clear_line_and_exit_2(args, expected):
