@@ -16,6 +16,10 @@ from studio.interop.sender import plain_socket_error
 
 RECEIVE_BYTES = 65536
 POLL_S = 0.1  # how long the thread waits for a packet before it looks whether it should stop
+BUSY_LIMIT = 0.3
+"""Of each second, at most this long is spent decoding; past it packets are dropped unread and counted as
+"flood". A full-body VMC tracker at 60 Hz needs about half of it here; a flood of packets can no longer take
+the interpreter from the engine for more than this share."""
 
 
 @dataclass(frozen=True)
@@ -23,7 +27,7 @@ class ReceiverStats:
     running: bool
     packets: int
     packets_per_s: float
-    counts: dict[str, int]  # malformed, nonfinite, unknown_name, clamped
+    counts: dict[str, int]  # malformed, nonfinite, unknown_name, clamped, flood (dropped unread: too many)
     last_error: str | None
 
 
@@ -94,6 +98,7 @@ class UdpReceiver:
 
     def _run(self) -> None:
         sock = self._socket
+        window_start, busy = time.monotonic(), 0.0
         while not self._stop.is_set():
             try:
                 data = sock.recv(RECEIVE_BYTES)
@@ -105,7 +110,14 @@ class UdpReceiver:
             arrived = time.monotonic()
             self.packets += 1
             self._arrived.append(arrived)
+            if arrived - window_start >= 1.0:
+                window_start, busy = arrived, 0.0
+            if busy >= BUSY_LIMIT:
+                self.count("flood")
+                continue
+            begin = time.perf_counter()
             try:
                 self.handle(data, arrived)
             except Exception:  # noqa: BLE001 - a packet must never stop the receiver
                 self.count("malformed")
+            busy += time.perf_counter() - begin

@@ -124,3 +124,29 @@ def test_link_settings_are_kept_and_a_bad_file_is_said_and_left_alone(tmp_path) 
     path.write_text("{not json")
     assert fresh.load(path).startswith(f"{path}: Expecting property name")
     assert LiveLinks(lambda: None).load(tmp_path / "none.json") is None
+
+
+def test_a_receiver_flooded_past_its_share_of_time_drops_packets_unread() -> None:
+    import time
+
+    from studio.interop.receiver import UdpReceiver
+
+    class SlowReceiver(UdpReceiver):
+        name = "slow"
+        handled = 0
+
+        def handle(self, data: bytes, arrived: float) -> None:
+            time.sleep(0.05)  # 50 ms of decoding a packet: the share (0.3 s a second) is spent after six
+            self.handled += 1
+
+    receiver = SlowReceiver(port=0, host="127.0.0.1")
+    receiver.start()
+    out = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        for _ in range(40):
+            out.sendto(b"x", ("127.0.0.1", receiver.port))
+        wait_for(lambda: receiver.packets == 40, "all 40 packets read")
+    finally:
+        out.close()
+        receiver.stop()
+    assert receiver.counts["flood"] >= 10 and receiver.handled + receiver.counts["flood"] == 40
