@@ -338,7 +338,8 @@ class _Reader:
         if not primitives:
             raise self.fail("has no triangle meshes to draw")
         used = {m.texture_image for m in materials if m.texture_image is not None}
-        images = {index: self._image(index) for index in sorted(used)}
+        decoded = {index: self._image(index) for index in sorted(used)}
+        images = {index: pixels for index, pixels in decoded.items() if pixels is not None}
         return GltfScene(self.path, [n.name or f"node{i}" for i, n in enumerate(nodes)], parents, world, primitives,
                          materials, images, dict(self.raw.get("extensions") or {}), self.notes, mesh_nodes)
 
@@ -512,7 +513,8 @@ class _Reader:
                 return spec
         return None
 
-    def _image(self, index: int) -> np.ndarray:
+    def _image(self, index: int) -> np.ndarray | None:
+        """RGBA pixels of a PNG/JPEG/WebP image; None (with a note) for a format Pillow cannot read, such as KTX2."""
         from PIL import Image
 
         spec = self.raw["images"][index]
@@ -524,8 +526,9 @@ class _Reader:
             raise self.fail(f"image {index} has neither a bufferView nor a URI")
         try:
             with Image.open(io.BytesIO(data)) as picture:
-                if picture.format not in ("PNG", "JPEG"):
-                    raise self.fail(f"image {index} is {picture.format}; glTF base colour textures are PNG or JPEG")
+                if picture.format not in ("PNG", "JPEG", "WEBP"):
+                    self.notes.append(f"image {index} is {picture.format}: its materials are drawn in their base colour")
+                    return None
                 width, height = picture.size
                 if width * height > MAX_TEXTURE_PIXELS:
                     raise self.fail(f"image {index} is {width}×{height}; the studio reads textures up to "
@@ -533,6 +536,10 @@ class _Reader:
                 return np.asarray(picture.convert("RGBA"), np.uint8)
         except AvatarFormatError:
             raise
+        except Image.UnidentifiedImageError:
+            self.notes.append(f"image {index} is in a format the studio cannot decode (KTX2/Basis?): its materials are "
+                              "drawn in their base colour")
+            return None
         except Exception as error:  # noqa: BLE001 - Pillow raises many types for a damaged image
             raise self.fail(f"image {index} cannot be decoded ({type(error).__name__}: {error})") from None
 

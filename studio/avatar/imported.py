@@ -320,7 +320,7 @@ def _look(scene: GltfScene, count: int):
         if piece.material is not None:
             material = scene.materials[piece.material]
             base = np.asarray(material.base_color, np.float32)
-            if material.texture_image is not None and piece.uvs is not None:
+            if material.texture_image in scene.images and piece.uvs is not None:
                 rects[rows] = cells[material.texture_image]
                 uvs[rows] = piece.uvs
                 if material.uv_transform is not None:

@@ -338,6 +338,21 @@ def test_quantized_positions_are_read_through_the_node_scale(tmp_path):
     assert np.allclose(model.v_template[:4], [[0, 0, 0], [1, 0, 0], [1, 1, 0], [0, 1, 0]])
 
 
+def test_a_texture_in_a_format_the_studio_cannot_decode_leaves_a_note_not_a_refusal(tmp_path):
+    document, blob = quad()
+    ktx2 = b"\xabKTX 20\xbb\r\n\x1a\n" + bytes(40)
+    document["bufferViews"].append({"buffer": 0, "byteOffset": len(blob), "byteLength": len(ktx2)})
+    blob += ktx2
+    document["buffers"][0]["byteLength"] = len(blob)
+    document["images"] = [{"bufferView": 3, "mimeType": "image/ktx2"}]
+    document["textures"] = [{"source": 0}]
+    document["materials"] = [{"pbrMetallicRoughness": {"baseColorTexture": {"index": 0}, "baseColorFactor": [1, 0, 0, 1]}}]
+    document["meshes"][0]["primitives"][0]["material"] = 0
+    model = load_avatar(write_glb(tmp_path, document, blob))
+    assert any("image 0" in note and "base colour" in note for note in model.info["notes"])
+    assert np.allclose(model.vertex_colors[:4], (1, 0, 0))  # drawn in the material's base colour
+
+
 def test_arkit_names_in_other_spellings_are_matched(tmp_path):
     document, blob = quad()
     document["meshes"][0]["primitives"][0]["targets"] = [{"POSITION": 2}] * 3
