@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from studio.avatar.arkit import ARKIT_INDEX, ARKIT_NAMES, NUM_ARKIT, arkit_index
 from studio.avatar.gltf import GltfScene, read_gltf
 from studio.avatar.model import AvatarFormatError, AvatarModel
 from studio.avatar.skeleton import JOINT_INDEX, NUM_JOINTS, PARENTS
+from studio.avatar.skinning import Kinematics, batch_rodrigues
 from studio.avatar.vrm import VrmInfo, guess_humanoid, read_vrm
 
 _FINGERS = {"Thumb": ("Metacarpal", "Proximal", "Distal"), "Index": ("Proximal", "Intermediate", "Distal"),
@@ -140,7 +142,7 @@ def avatar_from_scene(scene: GltfScene, vrm: VrmInfo, overrides: dict | None = N
         "notes": notes,
         "mapping_file": str(mapping_file) if mapping_file is not None else None,
     }
-    return AvatarModel(
+    return _to_t_pose(AvatarModel(
         name=vrm.meta.get("title") or scene.path.stem,
         v_template=np.vstack([positions, joints]).astype(np.float32),
         faces=faces.astype(np.int32),
@@ -155,7 +157,62 @@ def avatar_from_scene(scene: GltfScene, vrm: VrmInfo, overrides: dict | None = N
         cloth_weights=None if cloth is None else pad(cloth),
         shading=None if shading is None else pad(shading),
         info=info,
-    )
+    ))
+
+
+T_POSE_TOLERANCE_DEG = 10.0
+
+
+def _to_t_pose(model: AvatarModel) -> AvatarModel:
+    """The avatar with its arms turned out level (SMPL-X's rest pose), if the file's rest pose has them lower.
+
+    The engine's body poses are rotations from a T-pose; on an A-posed rest mesh every gesture would carry the
+    arms down by the A's angle. The turn is baked into the rest mesh, its joints and its face shapes.
+    """
+    joints = model.rest_joints().astype(np.float64)
+    rotations = np.zeros((NUM_JOINTS, 3))
+    turned = []
+    for side, sign in (("left", 1.0), ("right", -1.0)):
+        shoulder, elbow, wrist = (JOINT_INDEX[f"{side}_{j}"] for j in ("shoulder", "elbow", "wrist"))
+        upper, fore = joints[elbow] - joints[shoulder], joints[wrist] - joints[elbow]
+        if min(np.linalg.norm(upper), np.linalg.norm(fore)) < 1e-4:
+            continue  # the arm is not mapped
+        level = np.array([sign, 0.0, 0.0])
+        upper_turn = _align(upper, level)
+        if np.degrees(np.linalg.norm(upper_turn)) < T_POSE_TOLERANCE_DEG:
+            continue
+        rotations[shoulder] = upper_turn
+        upper_matrix = batch_rodrigues(upper_turn[None])[0]
+        whole = batch_rodrigues(_align(fore, level)[None])[0]
+        rotations[elbow] = _rotvec(upper_matrix.T @ whole)
+        turned.append(f"{side} {np.degrees(np.linalg.norm(upper_turn)):.0f}°")
+    if not turned:
+        return model
+    skinning = Kinematics(model.parents, joints).skinning_matrices(rotations)
+    per_vertex = (np.asarray(model.skin_weights, np.float64) @ skinning.reshape(NUM_JOINTS, 16)).reshape(-1, 4, 4)
+    rest = np.einsum("vab,vb->va", per_vertex[:, :3, :3], model.v_template) + per_vertex[:, :3, 3]
+    expr = np.einsum("vab,vbk->vak", per_vertex[:, :3, :3], model.expr_dirs)
+    info = dict(model.info)
+    info["notes"] = [*info.get("notes", []), f"its arms were lower than a T-pose: turned level at load ({', '.join(turned)})"]
+    return dataclasses.replace(model, v_template=rest.astype(np.float32), expr_dirs=expr.astype(np.float32), info=info)
+
+
+def _align(vector: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """Axis-angle of the shortest rotation taking `vector`'s direction to `target`'s."""
+    a, b = vector / np.linalg.norm(vector), target / np.linalg.norm(target)
+    axis = np.cross(a, b)
+    length = float(np.linalg.norm(axis))
+    angle = float(np.arctan2(length, float(np.dot(a, b))))
+    return np.zeros(3) if length < 1e-9 else axis / length * angle
+
+
+def _rotvec(matrix: np.ndarray) -> np.ndarray:
+    """Axis-angle of a rotation matrix (angles below 180°)."""
+    angle = float(np.arccos(np.clip((np.trace(matrix) - 1) / 2, -1.0, 1.0)))
+    if angle < 1e-9:
+        return np.zeros(3)
+    axis = np.array([matrix[2, 1] - matrix[1, 2], matrix[0, 2] - matrix[2, 0], matrix[1, 0] - matrix[0, 1]])
+    return axis / (2 * np.sin(angle)) * angle
 
 
 def _ride(scene: GltfScene, smplx_of_node: dict[int, int], node: int) -> int:

@@ -451,3 +451,40 @@ def test_a_mapping_file_names_bones_the_studio_cannot_guess(tmp_path):
     mapped = load_avatar(path)
     assert "head" in mapped.info["humanoid"]
     assert np.abs(lbs(mapped, pose=pose)[0] - lbs(mapped)[0]).max() > 0.1
+
+
+def test_an_a_posed_avatar_is_turned_to_a_t_pose_at_load(tmp_path):
+    """The humanoid with its upper arms turned 40° down in the file (an A-pose): the studio levels them, so the
+    engine's T-pose-relative arm rotations put the arms where they mean to."""
+    data = HUMANOID.read_bytes()
+    json_length = struct.unpack("<I", data[12:16])[0]
+    document = json.loads(data[20:20 + json_length])
+    world = read_gltf(HUMANOID).world
+    parents = {child: index for index, node in enumerate(document["nodes"]) for child in node.get("children", [])}
+    for name, angle in (("upper_arm.L", -0.7), ("upper_arm.R", 0.7)):
+        index = next(i for i, node in enumerate(document["nodes"]) if node["name"] == name)
+        parent = world[parents[index]][:3, :3]
+        parent = parent / np.linalg.norm(parent, axis=0)
+        down = np.array([[np.cos(angle), -np.sin(angle), 0], [np.sin(angle), np.cos(angle), 0], [0, 0, 1]])
+        x, y, z, w = document["nodes"][index].get("rotation", [0, 0, 0, 1])
+        local = np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+                          [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+                          [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]])
+        turned = parent.T @ down @ parent @ local
+        qw = np.sqrt(max(1e-12, 1 + np.trace(turned))) / 2
+        document["nodes"][index]["rotation"] = [float((turned[2, 1] - turned[1, 2]) / (4 * qw)),
+                                                float((turned[0, 2] - turned[2, 0]) / (4 * qw)),
+                                                float((turned[1, 0] - turned[0, 1]) / (4 * qw)), float(qw)]
+    path = write_glb(tmp_path, document, data[20 + json_length + 8:], "a_pose.glb")
+    a_posed = read_gltf(path)
+    hand = a_posed.world[next(i for i, n in enumerate(a_posed.node_names) if n == "hand.L")][:3, 3]
+    shoulder = a_posed.world[next(i for i, n in enumerate(a_posed.node_names) if n == "upper_arm.L")][:3, 3]
+    assert shoulder[1] - hand[1] > 0.3  # the file really is A-posed
+
+    model = load_avatar(path)
+    reference = load_avatar(HUMANOID)
+    joints, level = model.rest_joints(), reference.rest_joints()
+    for joint in ("left_elbow", "left_wrist", "right_elbow", "right_wrist"):
+        assert np.abs(joints[JOINT_INDEX[joint]] - level[JOINT_INDEX[joint]]).max() < 0.01, joint
+    assert np.abs(model.v_template - reference.v_template).max() < 0.01  # the arm meshes came up with them
+    assert any("turned level at load" in note for note in model.info["notes"])
