@@ -65,7 +65,7 @@ class MaterialInfo:
     uv_transform: np.ndarray | None = None  # (3, 3) KHR_texture_transform of the base colour texture
     alpha_mode: str = "OPAQUE"
     alpha_cutoff: float = 0.5
-    double_sided: bool = False
+    double_sided: bool = False  # read for completeness: the renderer draws open sheets two-sided by their geometry
     unlit: bool = False  # KHR_materials_unlit
     toon: tuple[tuple[float, float, float], float, float] | None = None  # MToon: (shade colour linear, shift, toony)
 

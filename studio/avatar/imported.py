@@ -22,7 +22,7 @@ import numpy as np
 
 from studio.avatar.arkit import ARKIT_INDEX, ARKIT_NAMES, NUM_ARKIT, arkit_index
 from studio.avatar.gltf import GltfScene, read_gltf
-from studio.avatar.model import AvatarFormatError, AvatarModel
+from studio.avatar.model import AvatarModel
 from studio.avatar.skeleton import JOINT_INDEX, NUM_JOINTS, PARENTS
 from studio.avatar.skinning import Kinematics, batch_rodrigues
 from studio.avatar.vrm import VrmInfo, guess_humanoid, read_vrm
@@ -139,6 +139,7 @@ def avatar_from_scene(scene: GltfScene, vrm: VrmInfo, overrides: dict | None = N
         "arkit_missing": mapping["missing"],
         "fallback": mapping["fallback"],
         "humanoid": sorted(humanoid),
+        "look_at": vrm.look_at,
         "notes": notes,
         "mapping_file": str(mapping_file) if mapping_file is not None else None,
     }
@@ -448,4 +449,5 @@ def is_gltf_path(path: str | os.PathLike) -> bool:
     return Path(path).suffix.lower() in (".glb", ".gltf", ".vrm")
 
 
-__all__ = ["AvatarFormatError", "HUMANOID_TO_SMPLX", "VOWEL_FALLBACK", "describe_import", "is_gltf_path", "load_gltf_avatar"]
+__all__ = ["HUMANOID_TO_SMPLX", "VOWEL_FALLBACK", "automatic_mapping", "avatar_from_scene", "current_mapping_text",
+           "describe_import", "is_gltf_path", "load_gltf_avatar"]
