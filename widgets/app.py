@@ -77,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     gui = commands.add_parser("gui", help="open the studio window (the default)")
-    gui.add_argument("--avatar", type=_existing_file, help="avatar file (.npz or SMPL-X .pkl)")
+    gui.add_argument("--avatar", type=_existing_file, help="avatar file (.npz, SMPL-X .pkl, .glb, .gltf or .vrm)")
     gui.add_argument("--no-anchor", action="store_true", help="switch SCA anchoring off (the preset's anchor.enabled)")
     add_persona_and_preset(gui)
 
