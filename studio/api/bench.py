@@ -9,7 +9,6 @@ import json
 import os
 import secrets
 import socket
-import time
 
 import numpy as np
 
@@ -101,8 +100,7 @@ def bench_api(seconds: float = 5.0, rounds: int = 2) -> dict:
     from studio.api.security import AllowedFolders
     from studio.api.server import ApiServer, ServerThread
     from studio.api.service import StudioService
-    from studio.engine.bench import HopFeeder, speech_like
-    from studio.engine.motion import HOP_S
+    from studio.engine.bench import live_pace_hop_costs_ms, speech_like
     from studio.presets import persona_by_name, preset_by_name
 
     service = StudioService(persona_by_name("default"), preset_by_name("default"), AllowedFolders([os.getcwd()]),
@@ -118,27 +116,14 @@ def bench_api(seconds: float = 5.0, rounds: int = 2) -> dict:
     dropped: dict[str, int] = {}
     stalled_dropped = 0
 
-    def feed(into: list[float] | None) -> None:
-        feeder = HopFeeder(audio)
-        engine.set_source(feeder)
-        index, due = 0, time.perf_counter()
-        while not feeder.finished:
-            started = time.perf_counter()
-            engine.run_once()
-            if into is not None and index >= 20:
-                into.append((time.perf_counter() - started) * 1000.0)
-            index += 1
-            due += HOP_S
-            time.sleep(max(0.0, due - time.perf_counter()))
-
     try:
-        feed(None)  # warm-up: first calls of the model, the features and the server's paths
+        live_pace_hop_costs_ms(engine, audio)  # warm-up: first calls of the model, the features and the server's paths
         for _round in range(rounds):
             for label, count in cases:
                 stalled = _stalled_client(port, token) if count < 0 else None
                 clients = _Clients(port, token, count) if count > 0 else None
                 dropped_before = server.call(lambda: server.server.dropped_clients)
-                feed(costs[label])
+                costs[label] += live_pace_hop_costs_ms(engine, audio)
                 dropped[label] = dropped.get(label, 0) + server.call(lambda: server.server.stats()["messages_dropped"])
                 if clients is not None:
                     received[label] = received.get(label, 0.0) + clients.stop() / count

@@ -55,6 +55,24 @@ class HopFeeder(AudioSource):
         return start, self.audio[start:start + HOP]
 
 
+def live_pace_hop_costs_ms(engine, audio: np.ndarray, warmup_hops: int = 20) -> list[float]:
+    """Run `engine` one pass per 10 ms hop of `audio` at live pace (sleeping to each hop's due time), and return
+    each pass's cost in ms after the first `warmup_hops`: what the engine thread pays while other work runs."""
+    feeder = HopFeeder(audio)
+    engine.set_source(feeder)
+    costs: list[float] = []
+    index, due = 0, time.perf_counter()
+    while not feeder.finished:
+        started = time.perf_counter()
+        engine.run_once()
+        if index >= warmup_hops:
+            costs.append((time.perf_counter() - started) * 1000.0)
+        index += 1
+        due += HOP_S
+        time.sleep(max(0.0, due - time.perf_counter()))
+    return costs
+
+
 def _median_p99(values: list[float]) -> tuple[float, float]:
     data = np.array(values)
     return float(np.median(data)), float(np.percentile(data, 99))

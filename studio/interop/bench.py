@@ -95,8 +95,7 @@ def engine_hop_with_links(seconds: float = 3.0) -> dict:
     """Engine loop per 10 ms hop of speech at live pace (median, p99 ms): with no links; with VMC and Live Link
     out plus both trackers sending 60 packets/s into the tracker stage; and with both receivers flooded by
     garbage (about 2,000 packets/s each) besides: a receiver must never cost the engine its hop budget."""
-    from studio.engine.bench import HopFeeder, speech_like
-    from studio.engine.motion import HOP_S
+    from studio.engine.bench import live_pace_hop_costs_ms, speech_like
     from studio.engine.pipeline import Engine
     from studio.interop.livelink_udp import LiveLinkReceiver, LiveLinkSender
     from studio.interop.tracking import TrackerInput, TrackingMixer
@@ -122,26 +121,11 @@ def engine_hop_with_links(seconds: float = 3.0) -> dict:
                 out.sendto(junk[k % len(junk)] if flood else packet, ("127.0.0.1", receiver.port))
             k += 1
 
-    def feed() -> list[float]:
-        costs = []
-        feeder = HopFeeder(audio)
-        engine.set_source(feeder)
-        index, due = 0, time.perf_counter()
-        while not feeder.finished:
-            started = time.perf_counter()
-            engine.run_once()
-            if index >= 20:
-                costs.append((time.perf_counter() - started) * 1000.0)
-            index += 1
-            due += HOP_S
-            time.sleep(max(0.0, due - time.perf_counter()))
-        return costs
-
     figures: dict[str, float] = {}
     threads: list[threading.Thread] = []
     try:
-        feed()  # warm-up
-        costs = {"no_links": feed()}
+        live_pace_hop_costs_ms(engine, audio)  # warm-up
+        costs = {"no_links": live_pace_hop_costs_ms(engine, audio)}
         for receiver in receivers:
             receiver.start()
         for output in outputs:
@@ -150,10 +134,10 @@ def engine_hop_with_links(seconds: float = 3.0) -> dict:
         mixer.attach(engine)
         threads.append(threading.Thread(target=send, args=(60.0, False), daemon=True))
         threads[-1].start()
-        costs["links"] = feed()
+        costs["links"] = live_pace_hop_costs_ms(engine, audio)
         threads.append(threading.Thread(target=send, args=(2000.0, True), daemon=True))
         threads[-1].start()
-        costs["links_flooded"] = feed()
+        costs["links_flooded"] = live_pace_hop_costs_ms(engine, audio)
         figures["flood_ignored_count"] = float(sum(sum(r.counts.values()) for r in receivers))
     finally:
         stop.set()
