@@ -41,6 +41,7 @@ class WorkspaceSwitcher(QObject):
         self.tabs.setObjectName("workspaceTabs")
         self.tabs.setDrawBase(False)
         self.tabs.setExpanding(False)
+        self.tabs.setUsesScrollButtons(False)  # three short names: always whole, never behind scroll arrows
         self.toolbar = QToolBar("Workspaces", window)
         self.toolbar.setObjectName("workspaceBar")
         self.toolbar.setMovable(False)
@@ -108,6 +109,7 @@ class WorkspaceSwitcher(QObject):
         applied = arrangement is not None and self.window.restoreState(QByteArray(arrangement))
         if not applied:
             self.lay_out()
+        self._hide_stale_tab_bars()
         self._show_current()
         self.schedule_fit()
         return applied
@@ -139,6 +141,20 @@ class WorkspaceSwitcher(QObject):
             front.raise_()
             orientation = Qt.Orientation.Vertical if group.area == "bottom" else Qt.Orientation.Horizontal
             self.window.resizeDocks([front], [group.size], orientation)
+
+    def _hide_stale_tab_bars(self) -> None:
+        """Hide the tab bars of panel groups that are no longer shown.
+
+        restoreState hides a workspace's panels but leaves their tab bar on screen (Qt 6.11), drawn over the
+        new workspace's own: a bar whose every tab names a hidden panel belongs to no group shown now.
+        """
+        titles = {dock.windowTitle(): dock for dock in self.docks.values()}
+        for bar in self.window.findChildren(QTabBar):
+            if bar is self.tabs or bar.parent() is not self.window or not bar.isVisible():
+                continue
+            shown = [titles[text].isVisible() for text in map(bar.tabText, range(bar.count())) if text in titles]
+            if shown and not any(shown):
+                bar.hide()
 
     def schedule_fit(self, *_args) -> None:
         self._fit_timer.start()

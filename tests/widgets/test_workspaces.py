@@ -6,17 +6,18 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import time
 
 import pytest
 from PySide6.QtCore import QPoint, QRect, Qt
 from PySide6.QtGui import QRegion
 from PySide6.QtTest import QTest
-from PySide6.QtWidgets import QDockWidget
+from PySide6.QtWidgets import QApplication, QDockWidget, QTabBar, QToolButton
 
 from studio.presets import Persona, PresetError, persona_by_name
 from studio.workspaces import WORKSPACES
 from tests.conftest import make_random_avatar
-from widgets.main_window import MainWindow
+from widgets.main_window import MainWindow, apply_studio_theme
 from widgets.models import EngineController
 from widgets.settings import default_layout_path
 
@@ -65,6 +66,14 @@ def _settled(window: MainWindow, size: tuple[int, int]) -> bool:
     return window.size().toTuple() == size and not _overlaps(window)
 
 
+def _pump(ms: int) -> None:
+    """Run the event loop for `ms` with pauses, as a user's session does (the X server gets its turn)."""
+    deadline = time.monotonic() + ms / 1000
+    while time.monotonic() < deadline:
+        QApplication.processEvents()
+        time.sleep(0.01)
+
+
 def _fully_visible(widget) -> bool:
     return not widget.visibleRegion().isEmpty() and QRegion(widget.rect()).subtracted(widget.visibleRegion()).isEmpty()
 
@@ -109,6 +118,44 @@ def test_each_workspace_shows_its_panels_in_front(open_window):
         assert {group.docks[0] for group in workspace.groups} <= fronts, workspace.name
         assert window.workspaces.tabs.tabText(window.workspaces.tabs.currentIndex()) == workspace.title
         assert window.workspaces.actions[workspace.name].isChecked()
+
+
+@pytest.fixture
+def studio_theme(qapp):
+    """The window as the studio shows it (Fusion, its palette and stylesheet), put back afterwards."""
+    style, palette, sheet = qapp.style().name(), qapp.palette(), qapp.styleSheet()
+    apply_studio_theme(qapp)
+    yield
+    qapp.setStyleSheet(sheet)
+    qapp.setPalette(palette)
+    qapp.setStyle(style)
+
+
+def test_every_tab_bar_on_screen_names_panels_that_are_shown_and_the_workspace_tabs_are_whole(
+        studio_theme, qtbot, studio_home):
+    window = MainWindow(make_random_avatar(), engine=EngineController(_no_engine), show_dialogs=False,
+                        persist_layout=False, persona=persona_by_name("teacher"))
+    qtbot.addWidget(window)
+    window.switch_workspace("design")  # before the window is first shown, as a restored session does
+    window.show()
+    qtbot.waitExposed(window)
+    _pump(1000)
+    window.panels.editor_dock.raise_()
+    _pump(500)
+    titles = {dock.windowTitle(): dock for dock in window.findChildren(QDockWidget)}
+
+    def stale_tab_bars() -> list[list[str]]:
+        bars = [bar for bar in window.findChildren(QTabBar)
+                if bar is not window.workspaces.tabs and bar.isVisible()]  # tab bars are see-through: any shown one shows
+        tabs = [[bar.tabText(i) for i in range(bar.count())] for bar in bars]
+        return [names for names in tabs if names and not any(titles[name].isVisible() for name in names if name in titles)]
+
+    for name in ("operate", "design", "record", "operate"):
+        window.switch_workspace(name)
+        _pump(1000)
+        assert not stale_tab_bars(), f"in {name}: tab bars of hidden panels on screen: {stale_tab_bars()}"
+    arrows = [button for button in window.workspaces.tabs.findChildren(QToolButton) if button.isVisible()]
+    assert not arrows, "the workspace tabs are cut off behind scroll arrows"
 
 
 def test_workspace_tabs_and_shortcuts_switch_and_hotkeys_cannot_take_their_keys(open_window, qtbot):
