@@ -26,15 +26,7 @@ def _curve(report: dict, name: str, key: str = "max") -> tuple[np.ndarray, np.nd
 
 
 def write_report_png(report: dict, path: Path, compare: dict | None = None, size: tuple[int, int] = (1400, 1000)) -> None:
-    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    os.environ.setdefault("PYQTGRAPH_QT_LIB", "PySide6")
-    import pyqtgraph as pg
-    import pyqtgraph.exporters
-    from PySide6.QtWidgets import QApplication
-
-    _app = QApplication.instance() or QApplication([])
-    pg.setConfigOptions(antialias=True, background="#1e1f22", foreground="#c8ccd4")
-    layout = pg.GraphicsLayoutWidget(size=size)
+    _app, pg, layout = _new_layout(size)
     summary, limits = report["summary"], report["thresholds"]
     title = (f"soak {summary['simulated_s']:.0f} s ({'complete' if summary['complete'] else 'INCOMPLETE'}), "
              f"skew {report['settings']['skew_ppm']:g} ppm, preset {report['settings']['preset']}: "
@@ -91,27 +83,13 @@ def write_report_png(report: dict, path: Path, compare: dict | None = None, size
     frames = plot(3, 1, "engine frame time p99 per minute", "ms", limits["max_frame_p99_ms"])
     for index, (run, suffix) in enumerate(runs):
         add(frames, _curve(run, "frame_p99_ms"), _COLORS["other"] if index == 0 else _COLORS["compare"], f"p99{suffix}")
-    layout.resize(*size)
-    layout.show()
-    QApplication.processEvents()
-    exporter = pyqtgraph.exporters.ImageExporter(layout.scene())
-    exporter.parameters()["width"] = size[0]
-    exporter.export(str(path))
-    layout.close()
+    _export_png(layout, size, path)
 
 
 def write_gui_report_png(report: dict, path: Path, size: tuple[int, int] = (1400, 900)) -> None:
     """report.png for `soak --gui`: process memory (with the warm-up mark and the growth limit), presented
     fps and the speaker's underruns over the session."""
-    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")  # redrawn from a report: no window needed
-    os.environ.setdefault("PYQTGRAPH_QT_LIB", "PySide6")
-    import pyqtgraph as pg
-    import pyqtgraph.exporters
-    from PySide6.QtWidgets import QApplication
-
-    _app = QApplication.instance() or QApplication([])
-    pg.setConfigOptions(antialias=True, background="#1e1f22", foreground="#c8ccd4")
-    layout = pg.GraphicsLayoutWidget(size=size)
+    _app, pg, layout = _new_layout(size)
     summary, series, settings = report["summary"], report["series"], report["settings"]
     growth = summary["gui_rss_growth_pct"]
     counts = summary["counts"]
@@ -143,6 +121,27 @@ def write_gui_report_png(report: dict, path: Path, size: tuple[int, int] = (1400
             limit = summary["rss_at_warmup_mb"] * (1 + report["thresholds"]["max_gui_rss_growth_pct"] / 100.0)
             item.addItem(pg.InfiniteLine(pos=limit, angle=0, pen=dashed, label=f"limit {limit:.0f} MB",
                                          labelOpts={"color": _COLORS["limit"], "position": 0.1}))
+    _export_png(layout, size, path)
+
+
+def _new_layout(size: tuple[int, int]):
+    """(the QApplication, pyqtgraph, an empty plot layout in the studio's colours): a report is drawn from its JSON,
+    so no window is needed (offscreen unless a platform is set)."""
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    os.environ.setdefault("PYQTGRAPH_QT_LIB", "PySide6")
+    import pyqtgraph as pg
+    from PySide6.QtWidgets import QApplication
+
+    app = QApplication.instance() or QApplication([])
+    pg.setConfigOptions(antialias=True, background="#1e1f22", foreground="#c8ccd4")
+    return app, pg, pg.GraphicsLayoutWidget(size=size)
+
+
+def _export_png(layout, size: tuple[int, int], path) -> None:
+    """Lay the plots out at `size`, write them as a PNG and close the layout."""
+    import pyqtgraph.exporters
+    from PySide6.QtWidgets import QApplication
+
     layout.resize(*size)
     layout.show()
     QApplication.processEvents()
