@@ -498,7 +498,10 @@ class AvatarVisual(Visual):
         program = self.shared_program
         count = len(mesh.rest)
         if mesh.texture is None:
-            program.frag["texel"] = Function(_PLAIN_TEXEL)  # reads none of them: zeros keep the attributes bound
+            # Reads none of them, but they stay vertex buffers (zeros): vispy keeps a constant attribute as an array and,
+            # when a texel/finish swap rebuilds the shader, re-applies that array as a one-wide vertex buffer, which
+            # fails at the next draw ("data.shape[-1] must be 2 not 1 for a_uv").
+            program.frag["texel"] = Function(_PLAIN_TEXEL)
             uvs, rects, alpha = (np.zeros((count, n), np.float32) for n in (2, 4, 2))
         else:
             texel = Function(_ATLAS_TEXEL)

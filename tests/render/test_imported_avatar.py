@@ -268,3 +268,22 @@ def test_mtoon_materials_shade_in_two_tones_and_unlit_ones_are_flat(tmp_path):
     assert (plain[:, 2] > plain[:, 0] + 100).sum() == 0
     flat = sphere_pixels(sphere_glb(tmp_path / "unlit.glb", {"KHR_materials_unlit": {}}))
     assert flat.std(axis=0).max() < 2 and flat.min() > 250
+
+
+def test_swapping_between_plain_textured_and_toon_avatars_draws_each_and_comes_back_the_same(ellipsoid_avatar, tmp_path):
+    """Each swap changes the shader (texel, finish) and rebinds every surface attribute: vispy re-applies what was
+    bound before when the shader is rebuilt, and a surface attribute bound as a constant came back as a one-wide
+    vertex buffer ("data.shape[-1] must be 2 not 1 for a_uv") at the first draw after a second swap."""
+    toon = {"VRMC_materials_mtoon": {"specVersion": "1.0", "shadeColorFactor": [0.05, 0.1, 0.9]}}
+    avatars = [ellipsoid_avatar, load_avatar(DATA / "humanoid_arkit.glb"), load_avatar(sphere_glb(tmp_path / "toon.glb", toon))]
+    surfaces = set()
+    with OffscreenRenderer(ellipsoid_avatar, size=(96, 96)) as renderer:
+        first = renderer.render(FrameState())
+        for _ in range(2):
+            for model in avatars[1:] + avatars[:1]:
+                renderer.view.set_avatar(model)
+                image = renderer.render(FrameState())
+                mesh = renderer.view.avatar.mesh
+                surfaces.add((mesh.texture is not None, mesh.shading is not None))
+        assert surfaces == {(False, False), (True, False), (True, True)}  # plain, textured lit, textured toon-shaded
+        assert np.array_equal(image, first)  # back on the plain avatar: no texture or toon step left over
