@@ -37,6 +37,7 @@ from PySide6.QtWidgets import (  # noqa: E402
 
 import studio  # noqa: E402
 from studio.animation import IdleAnimator  # noqa: E402
+from studio.api.switch import ApiSwitch  # noqa: E402
 from studio.avatar.imported import describe_import  # noqa: E402
 from studio.avatar.io import AVATAR_FILE_FILTER, load_avatar, load_avatar_or_default  # noqa: E402
 from studio.avatar.model import AvatarFormatError, AvatarModel  # noqa: E402
@@ -222,7 +223,8 @@ class MainWindow(QMainWindow):
         self.recording = RecordingController(self, recordings_root)
         self.live_links = LiveLinks(self.engine.ensure_engine, rate_hz=preset.render.fps if preset is not None else None,
                                     current_engine=lambda: self.engine.engine)
-        self.outputs_dock = self.add_dock("Outputs", "outputsDock", OutputsPanel(self.live_links),
+        self.api = ApiSwitch(self._api_service)
+        self.outputs_dock = self.add_dock("Outputs", "outputsDock", OutputsPanel(self.live_links, api=self.api),
                                           Qt.DockWidgetArea.RightDockWidgetArea)
         self.workspaces.install([self.panels.operator_dock, self.latency_dock, self.drift.dock, self.panels.persona_dock,
                                  self.panels.editor_dock, self.panels.preset_dock, self.inspector_dock,
@@ -615,6 +617,15 @@ class MainWindow(QMainWindow):
         super().resizeEvent(event)
         self.workspaces.schedule_fit()
 
+    def _api_service(self):
+        """The control API's service on this window's engine and expression mixer (None if the engine cannot run)."""
+        from studio.api.service import StudioService
+
+        engine = self.engine.ensure_engine()
+        if engine is None or self.presets.preset is None:
+            return None
+        return StudioService(self.persona, self.presets.preset, engine=engine, mixer=self.panels.mixer)
+
     def closeEvent(self, event) -> None:  # noqa: N802 - Qt override
         for timer in (self.present_timer, self.status_timer, self.telemetry_timer):
             timer.stop()
@@ -625,6 +636,7 @@ class MainWindow(QMainWindow):
             print(f"avatar-studio: could not save the window layout to {self.layout_path}: {error}", file=sys.stderr)
         self.recording.shutdown()
         self.live_links.close()
+        self.api.stop()
         self.drift.close()
         self.panels.close()
         self.engine.shutdown()

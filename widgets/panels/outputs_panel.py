@@ -2,7 +2,7 @@
 second, the tracker's state, errors in plain words; and where each region's motion comes from.
 
 The links themselves are studio.interop.links.LiveLinks (Qt-free); this panel edits their settings and reads
-their status twice a second.
+their status twice a second. The control API row switches studio.api.switch.ApiSwitch (loopback only).
 """
 
 from __future__ import annotations
@@ -10,19 +10,23 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from PySide6.QtCore import QTimer
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
     QFormLayout,
     QGridLayout,
+    QHBoxLayout,
     QLabel,
     QLineEdit,
+    QPushButton,
     QSpinBox,
     QVBoxLayout,
     QWidget,
 )
 
+from studio.api.switch import DEFAULT_PORT, ApiSwitch
 from studio.interop.links import LINK_TITLES, OUTPUTS, LinkSettings, LiveLinks, links_path
 from studio.interop.tracking import REGION_LABELS, REGIONS
 from studio.interop.unity import BLEND_NAMINGS
@@ -98,11 +102,85 @@ class LinkRow:
         self.status.setStyleSheet("color: #ff8a80;" if status.error else "color: #8b8f98;")
 
 
+class ApiRow:
+    """The control API: on/off, port (127.0.0.1 only), its address and clients when running, and the token."""
+
+    def __init__(self, panel: OutputsPanel, layout: QVBoxLayout, api: ApiSwitch) -> None:
+        self.panel, self.api = panel, api
+        self.enabled = QCheckBox("API")
+        self.enabled.setObjectName("apiEnabled")
+        self.enabled.setToolTip("The control API (WebSocket and HTTP) on this machine only (127.0.0.1)")
+        self.port = QSpinBox()
+        self.port.setRange(1, 65535)
+        self.port.setValue(DEFAULT_PORT)
+        self.port.setToolTip("TCP port on 127.0.0.1")
+        self.status = QLabel("off")
+        self.status.setObjectName("apiStatus")
+        self.status.setWordWrap(True)
+        self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.token = QLineEdit()
+        self.token.setObjectName("apiToken")
+        self.token.setReadOnly(True)
+        self.token.setToolTip("Clients send this token first; it is kept readable by you only")
+        self.copy = QPushButton("Copy")
+        self.copy.setToolTip("Copy the token to the clipboard")
+        self.renew = QPushButton("New token")
+        self.renew.setToolTip("Make a new token; clients connecting from now on need it")
+        top = QHBoxLayout()
+        top.addWidget(self.enabled)
+        top.addWidget(QLabel("Port"))
+        top.addWidget(self.port)
+        top.addStretch(1)
+        tokens = QHBoxLayout()
+        tokens.addWidget(QLabel("Token"))
+        tokens.addWidget(self.token, 1)
+        tokens.addWidget(self.copy)
+        tokens.addWidget(self.renew)
+        layout.addLayout(top)
+        layout.addWidget(self.status)
+        layout.addLayout(tokens)
+        self.enabled.toggled.connect(self.apply)
+        self.port.editingFinished.connect(self._port_changed)
+        self.copy.clicked.connect(lambda: QGuiApplication.clipboard().setText(self.token.text()))
+        self.renew.clicked.connect(lambda: self._show_token(self.api.new_token))
+        self._show_token(self.api.token)
+
+    def _show_token(self, get_token) -> None:
+        try:
+            self.token.setText(get_token())
+        except (OSError, ValueError) as error:
+            self.token.clear()
+            self.panel.message.error(f"API token: {error}")
+
+    def apply(self) -> None:
+        if not self.enabled.isChecked():
+            self.api.stop()
+        elif self.api.start(self.port.value()) is not None:
+            self.enabled.blockSignals(True)
+            self.enabled.setChecked(False)
+            self.enabled.blockSignals(False)
+        self.refresh()
+
+    def _port_changed(self) -> None:
+        if self.api.running and self.api.thread.port != self.port.value():
+            self.api.stop()
+            self.apply()
+
+    def refresh(self) -> None:
+        if self.api.running:
+            count = self.api.client_count()
+            self.status.setText(f"{self.api.address} — {count} client{'' if count == 1 else 's'} connected")
+        else:
+            self.status.setText(self.api.error or "off")
+        self.status.setStyleSheet("color: #ff8a80;" if self.api.error and not self.api.running else "color: #8b8f98;")
+
+
 class OutputsPanel(QWidget):
     """Live links to other programs; `links` is the Qt-free model behind it."""
 
-    def __init__(self, links: LiveLinks, settings_path: Path | None = None) -> None:
-        """`settings_path`: where addresses, ports, rates and region sources are kept (the user's config by default)."""
+    def __init__(self, links: LiveLinks, settings_path: Path | None = None, api: ApiSwitch | None = None) -> None:
+        """`settings_path`: where addresses, ports, rates and region sources are kept (the user's config by default);
+        `api`: the window's control API switch (no API row without it)."""
         super().__init__()
         self.links = links
         self.settings_path = settings_path or links_path()
@@ -122,6 +200,10 @@ class OutputsPanel(QWidget):
             self.rows[name] = LinkRow(self, grid, row, name)
             row += 3 if name == "vmc_out" else 2
         layout.addLayout(grid)
+        self.api_row: ApiRow | None = None
+        if api is not None:
+            layout.addWidget(section("Control API"))
+            self.api_row = ApiRow(self, layout, api)
 
         layout.addWidget(section("Tracker"))
         self.tracker_state = QLabel("off")
@@ -161,6 +243,8 @@ class OutputsPanel(QWidget):
         self.links.follow_engine()
         for row in self.rows.values():
             row.refresh()
+        if self.api_row is not None:
+            self.api_row.refresh()
         state = self.links.tracker_status()
         self.tracker_state.setText(f"Tracker: {state}")
         self.tracker_state.setStyleSheet("color: #ff8a80;" if state.startswith("no packets") else "")
