@@ -155,7 +155,6 @@ def text_to_first_lip_frame_ms(text: str = "Hello, how are you today?", trials: 
     """
     from studio.engine.offline import analyze_text
     from studio.engine.pipeline import Engine
-    from studio.engine.sources import TextSource
     from studio.speech.visemes import mouth_openness
 
     offline, live = [], []
@@ -172,25 +171,14 @@ def text_to_first_lip_frame_ms(text: str = "Hello, how are you today?", trials: 
     try:
         for play, times in ((True, played), (False, live)):
             for _ in range(trials):
-                engine.set_source(None)
-                time.sleep(0.3)
-                queue.drain()
-                start = time.monotonic()
-                source = TextSource(text, play=play)
-                engine.set_source(source)
-                deadline = start + 10.0
-                while time.monotonic() < deadline:
-                    frame = queue.get(timeout=0.1)
-                    if frame is not None and mouth_openness(frame.arkit) > OPEN_MOUTH:
-                        times.append((time.monotonic() - start) * 1000.0)
-                        break
+                source, start, frame = _speak_until_the_mouth_opens(engine, queue, text, play)
+                if frame is not None:
+                    times.append((time.monotonic() - start) * 1000.0)
                 if play and source.silent_reason:  # no output device: the played figure would be the silent one
                     played.clear()
                     break
-                if play and times:
-                    time.sleep(0.1)  # a few more DAC observations on the source's clock
-                    depicted = frame.media_time_s - engine.source_start_media_s
-                    heard.append((source.clock.media_to_monotonic(depicted) - start) * 1000.0)
+                if play and frame is not None:
+                    heard.append(_heard_ms(engine, source, frame, start))
     finally:
         engine.stop()
     result = {
@@ -243,8 +231,6 @@ def _heard_latencies(text: str, trials: int, policy) -> dict:
     """{'heard': ms per trial, 'buffers': the speaker's buffer (ms) after each, 'underruns', 'first_ms': the
     buffer it opened with} (or {'note'})."""
     from studio.engine.pipeline import Engine
-    from studio.engine.sources import TextSource
-    from studio.speech.visemes import mouth_openness
 
     engine = Engine()
     if policy is not None:
@@ -255,30 +241,42 @@ def _heard_latencies(text: str, trials: int, policy) -> dict:
     buffers: list[float] = []
     try:
         for _ in range(trials):
-            engine.set_source(None)
-            time.sleep(0.3)
-            queue.drain()
-            start = time.monotonic()
-            source = TextSource(text, play=True)
-            engine.set_source(source)
-            frame, deadline = None, start + 10.0
-            while time.monotonic() < deadline:
-                frame = queue.get(timeout=0.1)
-                if frame is not None and mouth_openness(frame.arkit) > OPEN_MOUTH:
-                    break
+            source, start, frame = _speak_until_the_mouth_opens(engine, queue, text, play=True)
             if source.silent_reason:  # no output device: nothing is heard
                 return {"note": f"not measured: {source.silent_reason}"}
             buffers.append(engine.speaker.buffer_ms)
-            if frame is None:
-                continue
-            time.sleep(0.1)  # a few more DAC observations on the source's clock
-            if source.clock.ready:
-                depicted = frame.media_time_s - engine.source_start_media_s
-                heard.append((source.clock.media_to_monotonic(depicted) - start) * 1000.0)
+            if frame is not None and source.clock.ready:
+                heard.append(_heard_ms(engine, source, frame, start))
         underruns = engine.speaker.underruns
     finally:
         engine.stop()
     return {"heard": heard, "buffers": buffers, "underruns": underruns, "first_ms": 1000.0 * engine.speaker.policy.first_s}
+
+
+def _speak_until_the_mouth_opens(engine, queue, text: str, play: bool):
+    """From silence, have the running `engine` speak `text`: (the source, when it was asked at on the monotonic
+    clock, the first mouth-open frame or None after 10 s)."""
+    from studio.engine.sources import TextSource
+    from studio.speech.visemes import mouth_openness
+
+    engine.set_source(None)
+    time.sleep(0.3)
+    queue.drain()
+    start = time.monotonic()
+    source = TextSource(text, play=play)
+    engine.set_source(source)
+    while time.monotonic() < start + 10.0:
+        frame = queue.get(timeout=0.1)
+        if frame is not None and mouth_openness(frame.arkit) > OPEN_MOUTH:
+            return source, start, frame
+    return source, start, None
+
+
+def _heard_ms(engine, source, frame, start: float) -> float:
+    """When the sound `frame` depicts reached the DAC (the played source's clock), in ms after `start`."""
+    time.sleep(0.1)  # a few more DAC observations on the source's clock
+    depicted = frame.media_time_s - engine.source_start_media_s
+    return (source.clock.media_to_monotonic(depicted) - start) * 1000.0
 
 
 def speech_to_frame(present: Callable | None = None, trials: int = 10, monitor: str = "vsink.monitor") -> dict:
