@@ -92,7 +92,7 @@ class LatencyPanel(QWidget):
         plot.setClipToView(True)
         plot.setDownsampling(auto=True, mode="peak")
         plot.showGrid(x=True, y=True, alpha=0.15)
-        plot.setLabel("left", "latency", units="ms")
+        plot.setLabel("left", "ms")  # the dock says latency; a longer title is cut in a short dock
         plot.setLabel("bottom", "time", units="s")
         plot.setMouseEnabled(x=False, y=False)
         plot.setXRange(-self.model.window_s, 0.0, padding=0)
@@ -106,7 +106,8 @@ class LatencyPanel(QWidget):
         self.target_line = pg.InfiniteLine(
             pos=self.model.target_ms, angle=0, movable=False,
             pen=pg.mkPen("#e5c07b", width=1, style=Qt.PenStyle.DashLine),
-            label="target {value:.0f} ms", labelOpts={"position": 0.06, "color": "#e5c07b"},
+            label="target {value:.0f} ms",
+            labelOpts={"position": 0.01, "anchors": [(0, 0), (0, 0)], "color": "#e5c07b"},  # under the line, left: never cut
         )
         plot.addItem(self.target_line)
         self.sound_to_screen_curve = plot.plot([], [], pen=pg.mkPen(SOUND_TO_SCREEN_COLOR, width=2), name=SOUND_TO_SCREEN)
@@ -124,7 +125,7 @@ class LatencyPanel(QWidget):
         cpu_plot.setMouseEnabled(x=False, y=False)
         cpu_plot.setMenuEnabled(False)
         cpu_plot.hideAxis("bottom")
-        cpu_plot.setLabel("left", "CPU %")
+        cpu_plot.setLabel("left", "CPU")
         cpu_plot.getAxis("left").setTicks(_cpu_ticks(100.0))
         cpu_plot.getAxis("left").setWidth(plot.getAxis("left").width())
         self.cpu_curve = cpu_plot.plot([], [], pen=pg.mkPen("#9cdcfe", width=1), fillLevel=0, brush=(156, 220, 254, 40))
