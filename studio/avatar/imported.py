@@ -85,11 +85,16 @@ def current_mapping_text(path: str | os.PathLike) -> str:
     return mapping_text(chosen, {bone: scene.node_names[node] for bone, node in humanoid.items()})
 
 
+def automatic_humanoid(scene: GltfScene, vrm: VrmInfo) -> dict[str, int]:
+    """Humanoid bone -> node before any mapping file: VRM's map, else a guess from the node names."""
+    return dict(vrm.humanoid) if vrm.humanoid else guess_humanoid(scene, set(range(len(scene.parents))))
+
+
 def _humanoid(scene: GltfScene, vrm: VrmInfo, bones: dict[str, int]) -> dict[str, int]:
-    joint_nodes = {int(n) for p in scene.primitives if p.joints is not None for n in np.unique(p.joints)}
-    humanoid = dict(vrm.humanoid) if vrm.humanoid else guess_humanoid(scene, joint_nodes | set(range(len(scene.parents))))
+    """The automatic map with a mapping file's bones over it (a negative node: the file says the bone is not driven)."""
+    humanoid = automatic_humanoid(scene, vrm)
     humanoid.update(bones)
-    return humanoid
+    return {bone: node for bone, node in humanoid.items() if node >= 0}
 
 
 def avatar_from_scene(scene: GltfScene, vrm: VrmInfo, overrides: dict | None = None, bones: dict[str, int] | None = None,
@@ -449,5 +454,5 @@ def is_gltf_path(path: str | os.PathLike) -> bool:
     return Path(path).suffix.lower() in (".glb", ".gltf", ".vrm")
 
 
-__all__ = ["HUMANOID_TO_SMPLX", "VOWEL_FALLBACK", "automatic_mapping", "avatar_from_scene", "current_mapping_text",
-           "describe_import", "is_gltf_path", "load_gltf_avatar"]
+__all__ = ["HUMANOID_TO_SMPLX", "VOWEL_FALLBACK", "automatic_humanoid", "automatic_mapping", "avatar_from_scene",
+           "current_mapping_text", "describe_import", "is_gltf_path", "load_gltf_avatar"]

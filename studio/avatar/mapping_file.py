@@ -12,11 +12,16 @@ automatic mapping for their channel or bone; anything not named stays automatic.
       tongueOut: none                         # drives nothing
     bones:
       head: J_Bip_C_Head                      # humanoid bone -> node name
+      jaw: none                               # not driven, even where the studio would guess one
+
+The mapping dialog (widgets.mapping_dialog) writes it with `write_mapping`: checked as the loader reads it, then
+written through a temp file and a rename, so a bad entry or a failed write leaves the user's file as it was.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import yaml
@@ -25,9 +30,19 @@ from studio.avatar.arkit import ARKIT_NAMES
 from studio.avatar.gltf import GltfScene
 from studio.avatar.model import AvatarFormatError
 from studio.avatar.vrm import VrmInfo
+from studio.fileio import atomic_write
 
 SCHEMA_VERSION = 1
+UNMAPPED = -1  # the node of a bone the file says is not driven (`bones: {jaw: none}`)
 Source = tuple[str, str, float]
+
+
+class MappingEntryError(AvatarFormatError):
+    """A refused entry: `field` is where it is (`arkit.jawOpen`, `bones.head`), `problem` what is wrong with it."""
+
+    def __init__(self, where: str, field: str, problem: str) -> None:
+        super().__init__(f"{where}: {field}: {problem}")
+        self.field, self.problem = field, problem
 
 
 def mapping_path(avatar_path: str | Path) -> Path:
@@ -38,15 +53,21 @@ def mapping_path(avatar_path: str | Path) -> Path:
 
 def read_mapping(path: Path, scene: GltfScene, vrm: VrmInfo,
                  bone_names: tuple[str, ...]) -> tuple[dict[str, list[Source]], dict[str, int]]:
-    """(ARKit shape -> sources, humanoid bone -> node) from a mapping file; AvatarFormatError names the field."""
-    def fail(field: str, problem: str) -> AvatarFormatError:
-        return AvatarFormatError(f"{path}: {field}: {problem}")
-
+    """(ARKit shape -> sources, humanoid bone -> node or UNMAPPED) from a mapping file; AvatarFormatError names the field."""
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
         reason = " ".join(str(error).split())  # YAML's message spans lines
         raise AvatarFormatError(f"{path}: not a readable mapping file ({type(error).__name__}: {reason})"[:300]) from None
+    return parse_mapping(data, str(path), scene, vrm, bone_names)
+
+
+def parse_mapping(data, where: str, scene: GltfScene, vrm: VrmInfo,
+                  bone_names: tuple[str, ...]) -> tuple[dict[str, list[Source]], dict[str, int]]:
+    """`read_mapping` of already-parsed YAML; MappingEntryError says `where`, the field and the problem."""
+    def fail(field: str, problem: str) -> MappingEntryError:
+        return MappingEntryError(where, field, problem)
+
     if not isinstance(data, dict):
         raise fail("(top level)", "expected a mapping with schema_version, arkit and bones")
     if data.get("schema_version", SCHEMA_VERSION) != SCHEMA_VERSION:
@@ -66,6 +87,9 @@ def read_mapping(path: Path, scene: GltfScene, vrm: VrmInfo,
     for bone, node in (data.get("bones") or {}).items():
         if bone not in bone_names:
             raise fail(f"bones.{bone}", "not a humanoid bone; allowed: hips, spine, chest, neck, head, leftUpperArm, ...")
+        if node is None or node == "none":
+            bones[bone] = UNMAPPED
+            continue
         if node not in nodes:
             raise fail(f"bones.{bone}", f"node {node!r} is not in the avatar")
         bones[bone] = nodes[node]
@@ -98,10 +122,13 @@ def _source(item, morphs: set[str], vrm: VrmInfo, fail) -> Source:
     return ("expression", str(item["expression"]), float(weight))
 
 
-def mapping_text(arkit: dict[str, list[Source]], bones: dict[str, str]) -> str:
-    """A mapping file that says what the studio does now: every ARKit channel and bone, to edit by hand."""
-    lines = [f"schema_version: {SCHEMA_VERSION}", "arkit:"]
+def mapping_text(arkit: dict[str, list[Source]], bones: dict[str, str | None], every_shape: bool = True) -> str:
+    """Mapping-file YAML: with `every_shape`, every ARKit channel (`none` where `arkit` has none), to edit by hand;
+    else only the channels in `arkit`. A bone whose node is None is written `none` (not driven)."""
+    lines = [f"schema_version: {SCHEMA_VERSION}", "arkit:" if arkit or every_shape else "arkit: {}"]
     for shape in ARKIT_NAMES:
+        if shape not in arkit and not every_shape:
+            continue
         sources = arkit.get(shape, [])
         if not sources:
             lines.append(f"  {shape}: none")
@@ -109,6 +136,20 @@ def mapping_text(arkit: dict[str, list[Source]], bones: dict[str, str]) -> str:
             items = ", ".join(f"{{{kind}: {json.dumps(name)}, weight: {weight:g}}}"  # JSON strings are YAML too
                               for kind, name, weight in sources)
             lines.append(f"  {shape}: [{items}]")
-    lines.append("bones:")
-    lines += [f"  {bone}: {json.dumps(node)}" for bone, node in sorted(bones.items())]
+    lines.append("bones:" if bones else "bones: {}")
+    lines += [f"  {bone}: {'none' if node is None else json.dumps(node)}" for bone, node in sorted(bones.items())]
     return "\n".join(lines) + "\n"
+
+
+def write_mapping(avatar_path: str | os.PathLike, arkit: dict[str, list[Source]], bones: dict[str, str | None],
+                  scene: GltfScene, vrm: VrmInfo, bone_names: tuple[str, ...], keep_previous_as: str | None = None) -> Path:
+    """Write these entries (only these: every other channel and bone stays automatic) beside the avatar.
+
+    They are checked as `read_mapping` will read them before anything is written (MappingEntryError names the
+    field), and written through a temp file and a rename, so the file on disk is the old one or the new one.
+    """
+    target = mapping_path(avatar_path)
+    text = ("# Written by Avatar Studio (Avatar > Edit Mapping). Channels and bones not named here are mapped\n"
+            "# automatically.\n" + mapping_text(arkit, bones, every_shape=False))
+    parse_mapping(yaml.safe_load(text), str(target), scene, vrm, bone_names)
+    return atomic_write(target, text, keep_previous_as=keep_previous_as)
