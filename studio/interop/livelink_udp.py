@@ -12,8 +12,8 @@ AppleARKitLiveLinkSource) reads the same layout and takes packets of 264..774 by
 kept short enough for that.
 
 Head angles follow `studio.recording.livelink` (yaw about +y, pitch about +x, roll about +z, the neck and
-head together). Incoming eye angles are not used: the tracked eyeLook weights carry the gaze, as they do in
-the engine's own motion.
+head together). Incoming eye angles turn the eye joints by what the packet's eyeLook weights do not already
+turn (`eye_joint_rotations`, as an imported take's do), so the avatar's eyes look where the phone says.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from studio.frame import FrameState
 from studio.interop.receiver import UdpReceiver
 from studio.interop.sender import FrameSender
 from studio.interop.tracking import TrackerInput
-from studio.recording.livelink import frame_rotations
+from studio.recording.livelink import eye_joint_rotations, frame_rotations
 from studio.recording.rotations import euler_to_matrix, matrix_to_rotvec
 
 LIVELINK_PORT = 11111
@@ -106,7 +106,7 @@ class LiveLinkSender(FrameSender):
 
 
 class LiveLinkReceiver(UdpReceiver):
-    """Live Link Face in on `port` (11111 by default) into a TrackerInput: 52 weights and the head."""
+    """Live Link Face in on `port` (11111 by default) into a TrackerInput: 52 weights, the head and the eyes."""
 
     name = "livelink"
 
@@ -134,4 +134,8 @@ class LiveLinkReceiver(UdpReceiver):
         head = None
         if finite[NUM_ARKIT:NUM_ARKIT + 3].all():
             head = matrix_to_rotvec(euler_to_matrix(values[NUM_ARKIT:NUM_ARKIT + 3], "yxz"))[0]
-        self.tracker.put_face(weights, head, arrived)
+        eyes = None
+        if finite[NUM_ARKIT + 3:].all():  # turned against the weights the tracker then has (a NaN one keeps its last)
+            worn = np.where(np.isnan(weights), self.tracker.sample().face, weights)
+            eyes = eye_joint_rotations(values[NUM_ARKIT + 3:], worn)
+        self.tracker.put_face(weights, head, arrived, eyes)

@@ -7,6 +7,8 @@ engine's `TrackingMixer` reads it once per frame, before the expression layer an
   as the operator picks; by default the tracker has the eyes, brows and head and the voice the mouth, so the
   p/b/m closures the speech makes stay exactly as the engine made them;
 - face weights blend per channel toward the tracker's (channels a tracker never sent stay the engine's);
+- the eye joints go with the eyes and brows: a tracker's eye rotations (Live Link Face's eye angles, VMC's
+  LeftEye/RightEye bones) turn them on top of the gaze its eyeLook weights give, as an imported take's do;
 - the head (neck, head) and body (pelvis, spines, root translation) go as offsets into the anchor's
   `LatestPose`, where SCA removes their drift; the engine's own motion in an owned region fades out;
   other tracked bones (arms, legs, fingers) replace the engine's where the tracker owns the body;
@@ -42,7 +44,8 @@ _MOUTH[MOUTH_CHANNELS] = True
 REGION_CHANNELS = {"eyes_brows": ~_MOUTH, "mouth_jaw": _MOUTH}  # the upper face (cheek squint, sneer) goes with the eyes
 _HEAD_JOINTS = (JOINT_INDEX["neck"], JOINT_INDEX["head"])
 _BODY_ANCHORED = tuple(JOINT_INDEX[name] for name in ANCHORED_JOINTS if name not in ("neck", "head"))
-_NOT_REPLACED = set(ANCHORED_INDEX.tolist()) | {JOINT_INDEX[n] for n in ("jaw", "left_eye_smplhf", "right_eye_smplhf")}
+EYE_JOINTS = (JOINT_INDEX["left_eye_smplhf"], JOINT_INDEX["right_eye_smplhf"])
+_NOT_REPLACED = set(ANCHORED_INDEX.tolist()) | {JOINT_INDEX["jaw"], *EYE_JOINTS}
 _ANCHOR_SLOT = {int(joint): k for k, joint in enumerate(ANCHORED_INDEX)}
 
 
@@ -65,8 +68,10 @@ class TrackerInput:
         self._lock = threading.Lock()
         self._sample = TrackedSample()
 
-    def put_face(self, weights: np.ndarray, head: np.ndarray | None, arrived: float) -> None:
-        """52 weights in canonical order (NaN: not sent), and the head's axis-angle when the tracker gives one."""
+    def put_face(self, weights: np.ndarray, head: np.ndarray | None, arrived: float,
+                 eyes: np.ndarray | None = None) -> None:
+        """52 weights in canonical order (NaN: not sent), the head's axis-angle when the tracker gives one, and
+        the (2, 3) axis-angle of the left and right eye joints when it gives those."""
         weights = np.asarray(weights, np.float64)
         sent = ~np.isnan(weights)
         with self._lock:
@@ -77,6 +82,9 @@ class TrackerInput:
             if head is not None:
                 bones[JOINT_INDEX["neck"]] = np.zeros(3)
                 bones[JOINT_INDEX["head"]] = np.asarray(head, np.float64)
+            if eyes is not None:
+                for joint, rotation in zip(EYE_JOINTS, np.asarray(eyes, np.float64)):
+                    bones[joint] = rotation
             self._sample = TrackedSample(face, known, bones, sample.root, arrived, sample.sequence + 1)
 
     def put_pose(self, bones: dict[int, np.ndarray], root: tuple[np.ndarray, np.ndarray] | None, arrived: float) -> None:
@@ -180,13 +188,17 @@ class TrackingMixer:
             if weight > 0.0:
                 mask = channels & sample.face_known
                 out_arkit[mask] += (sample.face[mask] - out_arkit[mask]) * weight
+        eyes = _smooth(self.weights["eyes_brows"])
+        out_pose = np.array(pose, np.float32)
+        for joint in EYE_JOINTS if eyes > 0.0 else ():
+            if joint in sample.bones:
+                out_pose[joint] += (sample.bones[joint] - out_pose[joint]) * eyes
         head, body = _smooth(self.weights["head"]), _smooth(self.weights["body"])
         if head == 0.0 and body == 0.0:
             if self._posing:
                 self.pose_target.clear()
                 self._posing = False
-            return out_arkit, pose, transl
-        out_pose = np.array(pose, np.float32)
+            return out_arkit, out_pose, transl
         rotations = np.zeros((len(ANCHORED_JOINTS), 3))
         for joints, weight in ((_HEAD_JOINTS, head), (_BODY_ANCHORED, body)):
             for joint in joints:

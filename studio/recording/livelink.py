@@ -78,6 +78,15 @@ def gaze_euler(arkit: np.ndarray) -> np.ndarray:
     return out
 
 
+def eye_joint_rotations(eye_angles: np.ndarray, arkit: np.ndarray) -> np.ndarray:
+    """(..., 2, 3) axis-angle of the left and right eye joints from Live Link Face's six eye angles (..., 6:
+    LeftEyeYaw … RightEyeRoll, radians, the app's signs) and the weights (..., 52) worn with them: the turn the
+    eyeLook* weights do not already give, so that joint and weights together look where the angles say."""
+    angles = np.asarray(eye_angles, np.float64)
+    eyes = angles.reshape(angles.shape[:-1] + (2, 3)) * _EYE_MIRROR - gaze_euler(arkit)
+    return matrix_to_rotvec(euler_to_matrix(eyes.reshape(-1, 3), "yxz")).reshape(eyes.shape)
+
+
 def rotation_values(arkit: np.ndarray, pose: np.ndarray) -> np.ndarray:
     """(k, 9) head yaw/pitch/roll, then each eye's, as the app writes them, from (k, 52) weights and (k, 55, 3) poses."""
     arkit = np.asarray(arkit).reshape(-1, NUM_ARKIT)
@@ -287,8 +296,7 @@ class LiveLinkCsv:
             raise LiveLinkFormatError(f"{self.path}: the file changed after it was checked") from None
         weights = np.clip(weights, 0.0, 1.0).astype(np.float32)  # as the take stores them
         head = matrix_to_rotvec(euler_to_matrix(angles[:, :3], "yxz"))
-        eyes = angles[:, 3:].reshape(-1, 2, 3) * _EYE_MIRROR - gaze_euler(weights)  # what the weights do not turn
-        eyes = matrix_to_rotvec(euler_to_matrix(eyes.reshape(-1, 3), "yxz")).reshape(-1, 2, 3)
+        eyes = eye_joint_rotations(angles[:, 3:], weights)
         rest = relaxed_rest_pose()
         rest[_NECK] = 0.0
         for k in range(len(rows)):

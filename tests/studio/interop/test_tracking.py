@@ -14,16 +14,21 @@ from pythonosc.udp_client import SimpleUDPClient
 from studio.avatar.arkit import ARKIT_INDEX, NUM_ARKIT
 from studio.avatar.skeleton import JOINT_INDEX
 from studio.engine.anchor import ANCHORED_JOINTS, SpatialAnchor
-from studio.engine.motion import relaxed_rest_pose
+from studio.engine.motion import EYE_LOOK_FULL_RAD, relaxed_rest_pose
 from studio.engine.pipeline import Engine
+from studio.frame import FrameState
 from studio.interop.livelink_udp import LiveLinkReceiver
 from studio.interop.tracking import TrackerInput, TrackingMixer
 from studio.interop.vmc import VmcReceiver
+from studio.recording.livelink import frame_rotations
+from studio.recording.rotations import rotvec_to_matrix
 from tests.studio.interop.test_livelink_udp import wait_for
+from tests.studio.interop.test_vmc_in import bundle, message
 
 HEAD = JOINT_INDEX["head"]
 NECK = JOINT_INDEX["neck"]
 HEAD_SLOT = 3 * ANCHORED_JOINTS.index("head")
+EYES = {"left": JOINT_INDEX["left_eye_smplhf"], "right": JOINT_INDEX["right_eye_smplhf"]}
 
 
 class Clock:
@@ -260,3 +265,131 @@ def test_the_drift_dock_model_shows_a_biased_trackers_drift_and_the_anchored_res
     current = drift.monitor.current
     assert current["raw_head_drift_deg"] > 50.0  # the input drifted from where the anchor took its rest
     assert current["head_drift_deg"] < 10.0  # the anchored head did not follow it
+
+
+def gaze_towards(pose: np.ndarray, eye: str) -> tuple[float, float]:
+    """(towards the subject's left, up) of where an eye looks, from its joint's rotation, in directions read off
+    the default avatar's rest joints (left: right eye to left eye; up: neck to head; forward: their cross product,
+    checked to point from the head to the eyes) rather than from any axis convention."""
+    from studio.avatar.io import default_avatar_path, load_avatar
+
+    joints = load_avatar(default_avatar_path()).rest_joints().astype(np.float64)
+    left = joints[EYES["left"]] - joints[EYES["right"]]
+    up = joints[HEAD] - joints[NECK]
+    left, up = left / np.linalg.norm(left), up / np.linalg.norm(up)
+    forward = np.cross(left, up)
+    assert np.dot((joints[EYES["left"]] + joints[EYES["right"]]) / 2 - joints[HEAD], forward) > 0
+    gaze = rotvec_to_matrix(np.asarray(pose[EYES[eye]], np.float64)[None])[0] @ forward
+    return float(gaze @ left), float(gaze @ up)
+
+
+EYE_ANGLES = {  # Live Link Face's LeftEyeYaw, LeftEyePitch, LeftEyeRoll, RightEyeYaw, RightEyePitch, RightEyeRoll:
+    # the app's yaw falls as the eyes turn to the subject's left, its pitch rises as they look down
+    "left": (-0.3, 0.0, 0.0, -0.25, 0.0, 0.0),
+    "right": (0.3, 0.0, 0.0, 0.25, 0.0, 0.0),
+    "up": (0.0, -0.2, 0.0, 0.0, -0.2, 0.0),
+    "down": (0.0, 0.25, 0.05, 0.0, 0.25, -0.05),
+}
+
+
+def test_a_pylivelinkface_senders_eye_angles_turn_the_running_engines_eyes(running_engine: Engine) -> None:
+    """The phone's six eye angles become the gaze of the engine's frames (read back as the app would write it),
+    and each direction turns both eyes that way; before, the angles were ignored and the eyes kept the engine's."""
+    tracker = TrackerInput()
+    receiver = LiveLinkReceiver(tracker, port=0, host="127.0.0.1")
+    receiver.start()
+    mixer = TrackingMixer(tracker)  # by default the tracker has the eyes and brows
+    mixer.attach(running_engine)
+    phone = PyLiveLinkFace(name="iPhone", fps=60)
+    names = ("LeftEyeYaw", "LeftEyePitch", "LeftEyeRoll", "RightEyeYaw", "RightEyePitch", "RightEyeRoll")
+    out = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    stop = threading.Event()
+
+    def send() -> None:
+        while not stop.wait(1 / 60):
+            out.sendto(phone.encode(), ("127.0.0.1", receiver.port))
+
+    sender = threading.Thread(target=send, daemon=True)
+    sender.start()
+    seen = {}
+    try:
+        for direction, angles in EYE_ANGLES.items():
+            for name, value in zip(names, angles):
+                phone.set_blendshape(getattr(FaceBlendShape, name), value, no_filter=True)
+
+            def looks(frame: FrameState, want: tuple = angles, direction: str = direction) -> bool:
+                seen[direction] = frame
+                return np.allclose(frame_rotations(frame)[3:], want, atol=1e-4)
+
+            follow(running_engine, looks, f"the eyes looking {direction} as the phone's angles say")
+    finally:
+        stop.set()
+        sender.join()
+        out.close()
+        receiver.stop()
+        mixer.detach(running_engine)
+    for eye in EYES:
+        assert gaze_towards(seen["left"].pose, eye)[0] > 0.2
+        assert gaze_towards(seen["right"].pose, eye)[0] < -0.2
+        assert gaze_towards(seen["up"].pose, eye)[1] > 0.15
+        assert gaze_towards(seen["down"].pose, eye)[1] < -0.2
+    # the phone's eyeLook weights (0 here) are what the frames wear: the angles are on the joints, not turned twice
+    assert seen["left"].weight("eyeLookOutLeft") == 0.0 and seen["left"].weight("eyeLookInLeft") == 0.0
+
+
+def test_tracked_eyes_follow_the_eyes_region_and_ease_back_to_the_engines_gaze_when_lost() -> None:
+    """Live Link eye angles with eyeLook weights that already show part of the turn: the joints add the rest;
+    with the eyes given to the voice, or once the tracker is lost, the engine's own eyes come back."""
+    clock, tracker = Clock(), TrackerInput()
+    mixer = TrackingMixer(tracker, monotonic=clock)
+    receiver = LiveLinkReceiver(tracker, port=0)
+    phone = PyLiveLinkFace(name="iPhone", fps=60)
+    for name, value in (("LeftEyeYaw", -0.3), ("RightEyeYaw", -0.3), ("EyeLookOutLeft", 0.2), ("EyeLookInRight", 0.2)):
+        phone.set_blendshape(getattr(FaceBlendShape, name), value, no_filter=True)
+    arkit, pose, transl = speaking_frame()
+    pose[EYES["left"]] = pose[EYES["right"]] = (0.0, 0.0, 0.02)  # the engine's own eyes, told apart from rest
+
+    def frames(count: int, packets: bool) -> FrameState:
+        for _ in range(count):
+            clock.now += 0.01
+            if packets:
+                receiver.handle(phone.encode(), clock.now)
+            out_arkit, out_pose, out_transl = mixer.mix(0.0, arkit, pose, transl)
+        return FrameState(arkit=out_arkit, pose=out_pose, transl=out_transl)
+
+    tracked = frames(40, packets=True)
+    np.testing.assert_allclose(frame_rotations(tracked)[[3, 6]], -0.3, atol=1e-5)  # weights and joints together
+    assert tracked.weight("eyeLookOutLeft") == pytest.approx(0.2)
+    # the joint turns what the weight leaves
+    assert tracked.pose[EYES["left"]][1] == pytest.approx(0.3 - 0.2 * EYE_LOOK_FULL_RAD, abs=1e-5)
+    mixer.set_source("eyes_brows", "voice")
+    np.testing.assert_allclose(frames(40, packets=True).pose[list(EYES.values())], pose[list(EYES.values())], atol=1e-6)
+    mixer.set_source("eyes_brows", "tracker")
+    assert frames(40, packets=True).pose[EYES["left"]][1] > 0.2
+    easing = frames(65, packets=False)  # 0.5 s lost, then 0.15 s of the 0.3 s ease
+    assert mixer.state == "lost" and 0.0 < easing.pose[EYES["left"]][1] < 0.2
+    np.testing.assert_allclose(frames(40, packets=False).pose[list(EYES.values())], pose[list(EYES.values())], atol=1e-6)
+
+
+def test_vmc_eye_bones_turn_the_eyes_with_the_eyes_region() -> None:
+    """A VMC tracker's LeftEye/RightEye bones (Unity's frame: a turn about -y looks to the subject's left)."""
+    clock, tracker = Clock(), TrackerInput()
+    mixer = TrackingMixer(tracker, monotonic=clock)
+    receiver = VmcReceiver(tracker, port=0)
+    half = -0.15  # half of -0.3 rad about Unity's y
+    packet = bundle(*(message("/VMC/Ext/Bone/Pos", bone, 0.0, 0.0, 0.0, 0.0, math.sin(half), 0.0, math.cos(half))
+                      for bone in ("LeftEye", "RightEye")))
+    arkit, pose, transl = speaking_frame()
+    for _ in range(40):
+        clock.now += 0.01
+        receiver.handle(packet, clock.now)
+        _, out_pose, _ = mixer.mix(0.0, arkit, pose, transl)
+    assert receiver.counts == {}
+    for eye in EYES:
+        assert gaze_towards(out_pose, eye)[0] == pytest.approx(math.sin(0.3), abs=1e-4)
+    mixer.set_source("eyes_brows", "voice")
+    for _ in range(40):
+        clock.now += 0.01
+        receiver.handle(packet, clock.now)
+        _, out_pose, _ = mixer.mix(0.0, arkit, pose, transl)
+    np.testing.assert_allclose(out_pose[list(EYES.values())], pose[list(EYES.values())], atol=1e-6)
