@@ -32,7 +32,7 @@ the block's DAC time; that needs a Python callback, so `play_clip()` plays it on
 the same device (the sound server mixes the two). Only live input passes through Python.
 
 A device that fails or vanishes is noticed by `check()` (the stream stopped, or the callback made no
-progress for `NO_CALLBACK_TIMEOUT_S`): the stream is closed, `error` says why, the playing clip is
+progress for `SPEAKER_NO_CALLBACK_TIMEOUT_S`): the stream is closed, `error` says why, the playing clip is
 marked failed, and the next `open()`/`play()` tries the device again.
 """
 
@@ -45,7 +45,7 @@ import time
 import numpy as np
 
 from studio.engine import alsa
-from studio.engine.sources import NO_CALLBACK_TIMEOUT_S, AudioDeviceError, close_stream, resample_clip
+from studio.engine.sources import AudioDeviceError, close_stream, resample_clip
 
 OUTPUT_BLOCK_S = 0.01  # device block (5 ms blocks underran constantly on PulseAudio)
 MIN_BUFFER_S = 0.02  # device buffer on a quiet machine (PortAudio on PulseAudio gives no less than 20 ms anyway)
@@ -67,6 +67,10 @@ _GUARD_S = 0.04  # edits to a playing clip start this far ahead of what the call
 # chop its last samples (a click); the clip holds silence there, and the next clip starts at the fade's end
 _CANCEL_AFTER_FADE_S = 0.01
 _STATS_INTERVAL_S = 0.1  # how often the device's counters are fetched
+# A speaker whose callback answers nothing this long is lost. Longer than the microphone's 1 s: on a starved
+# machine (2 cores, a build running) the sound server's thread stalled over 1 s while the device was fine, and
+# calling it lost dropped the rest of the clip; a short stall is an underrun, which the buffer policy handles.
+SPEAKER_NO_CALLBACK_TIMEOUT_S = 3.0
 FALLBACK_RATE = 48000
 
 
@@ -524,7 +528,7 @@ class SpeakerOutput:
             return False
         underruns_before = self._underruns
         if not self._poll_counters():
-            self._fail(f"no callback from the speaker output for {NO_CALLBACK_TIMEOUT_S:.1f} s (unplugged?)")
+            self._fail(f"no callback from the speaker output for {SPEAKER_NO_CALLBACK_TIMEOUT_S:.0f} s (unplugged?)")
             return False
         clip = self._current
         if clip is not None and not clip.done:
@@ -594,7 +598,7 @@ class SpeakerOutput:
     def _poll_counters(self) -> bool:
         """Fetch the callback's counters (underflows) at most every `_STATS_INTERVAL_S`.
 
-        False when the callback has left a fetch unanswered for `NO_CALLBACK_TIMEOUT_S`: it is not running.
+        False when the callback has left a fetch unanswered for `SPEAKER_NO_CALLBACK_TIMEOUT_S`: it is not running.
         """
         stream = self._stream
         if stream is None:
@@ -605,7 +609,7 @@ class SpeakerOutput:
             pending = self._stats_action
             if pending is not None:
                 if pending in stream.actions:
-                    return now - self._stats_sent_at <= NO_CALLBACK_TIMEOUT_S
+                    return now - self._stats_sent_at <= SPEAKER_NO_CALLBACK_TIMEOUT_S
                 new = int(pending.stats.output_underflows)
                 self._underruns += new
                 self.policy.update(now, new + self._take_live_underruns())
