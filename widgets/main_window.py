@@ -37,8 +37,7 @@ from PySide6.QtWidgets import (  # noqa: E402
 
 import studio  # noqa: E402
 from studio.animation import IdleAnimator  # noqa: E402
-from studio.api.switch import ApiSwitch  # noqa: E402
-from studio.avatar.imported import describe_import  # noqa: E402
+from studio.avatar.imported import describe_import, is_gltf_path  # noqa: E402
 from studio.avatar.io import AVATAR_FILE_FILTER, load_avatar, load_avatar_or_default  # noqa: E402
 from studio.avatar.model import AvatarFormatError, AvatarModel  # noqa: E402
 from studio.frame import FrameState  # noqa: E402
@@ -46,6 +45,7 @@ from studio.interop.links import LiveLinks  # noqa: E402
 from studio.presets import Persona, Preset, PresetError, Voice, persona_by_name, preset_by_name
 from studio.telemetry import ProcessCpuMeter  # noqa: E402
 from studio.workspaces import WorkspaceError  # noqa: E402
+from widgets.api_window import window_api_switch  # noqa: E402
 from widgets.av_sync import AvSyncBar  # noqa: E402
 from widgets.drift_dock import DriftDock  # noqa: E402
 from widgets.inspector import InspectorPanel, monospace_font  # noqa: E402
@@ -223,7 +223,7 @@ class MainWindow(QMainWindow):
         self.recording = RecordingController(self, recordings_root)
         self.live_links = LiveLinks(self.engine.ensure_engine, rate_hz=preset.render.fps if preset is not None else None,
                                     current_engine=lambda: self.engine.engine)
-        self.api = ApiSwitch(self._api_service)
+        self.api = window_api_switch(self)
         self.outputs_dock = self.add_dock("Outputs", "outputsDock", OutputsPanel(self.live_links, api=self.api),
                                           Qt.DockWidgetArea.RightDockWidgetArea)
         self.workspaces.install([self.panels.operator_dock, self.latency_dock, self.drift.dock, self.panels.persona_dock,
@@ -310,6 +310,10 @@ class MainWindow(QMainWindow):
         self._action(file_menu, "&Open Avatar…", self._choose_avatar, QKeySequence.StandardKey.Open)
         file_menu.addSeparator()
         self._action(file_menu, "&Quit", self.close, QKeySequence.StandardKey.Quit)
+
+        avatar_menu = bar.addMenu("&Avatar")
+        self.edit_mapping_action = self._action(avatar_menu, "Edit &Mapping…", self.edit_mapping)
+        self.edit_mapping_action.setStatusTip("Which morph target or bone of this imported avatar drives each engine channel")
 
         view_menu = bar.addMenu("&View")
         self._action(view_menu, "Frame &Head", self.viewport.frame_head, "H")
@@ -427,6 +431,13 @@ class MainWindow(QMainWindow):
         self.avatar_label.setText(f"Avatar: {self.avatar.name}")
         about = describe_import(self.avatar)
         self.avatar_label.setToolTip(self.avatar.source + (f"\n{about}" if about else ""))
+        self.edit_mapping_action.setEnabled(is_gltf_path(self.viewport.base_avatar.source))
+
+    def edit_mapping(self):
+        """Avatar → Edit Mapping…: the imported avatar's channel → morph/bone table (widgets.mapping_dialog)."""
+        from widgets.mapping_dialog import open_mapping_dialog
+
+        return open_mapping_dialog(self)
 
     def set_background(self, mode: str) -> None:
         self.viewport.set_background(mode)
@@ -616,15 +627,6 @@ class MainWindow(QMainWindow):
     def resizeEvent(self, event) -> None:  # noqa: N802 - Qt override
         super().resizeEvent(event)
         self.workspaces.schedule_fit()
-
-    def _api_service(self):
-        """The control API's service on this window's engine and expression mixer (None if the engine cannot run)."""
-        from studio.api.service import StudioService
-
-        engine = self.engine.ensure_engine()
-        if engine is None or self.presets.preset is None:
-            return None
-        return StudioService(self.persona, self.presets.preset, engine=engine, mixer=self.panels.mixer)
 
     def closeEvent(self, event) -> None:  # noqa: N802 - Qt override
         for timer in (self.present_timer, self.status_timer, self.telemetry_timer):

@@ -82,6 +82,10 @@ class StudioService:
     def start(self) -> None:
         self.engine.start()
 
+    def stop_waiting(self) -> None:
+        """Let go of anything a command is waiting on, so the server can stop at once (the window's service waits
+        on its GUI thread; this one waits on nothing)."""
+
     def close(self) -> None:
         if self._recorder is not None:
             self.stop_recording("the server stopped")

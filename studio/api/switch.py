@@ -79,4 +79,5 @@ class ApiSwitch:
         """Close every client and the port; the window's engine keeps running."""
         thread, self.thread = self.thread, None
         if thread is not None:
+            thread.server.service.stop_waiting()
             thread.stop()

@@ -1,0 +1,137 @@
+"""The control API as the window serves it, with real WebSocket clients on 127.0.0.1.
+
+The clients run on a thread of their own while the test's GUI thread keeps the window's event loop turning, as
+an operator's window does (a command that changes the window waits for the GUI thread)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from contextlib import closing
+from pathlib import Path
+
+from PySide6.QtCore import Qt
+
+from studio.api import security
+from tests.studio.api.clients import Client, Served, run
+from widgets.panels.outputs_panel import OutputsPanel
+
+WAIT_MS = 90_000  # a hang guard, never a timing assert
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class InThread:
+    """A client scenario run to its end on its own thread: `done()` to wait on, `result()` to read it."""
+
+    def __init__(self, coroutine) -> None:
+        self.outcome: tuple[object, BaseException | None] | None = None
+        self.thread = threading.Thread(target=self._run, args=(coroutine,), daemon=True)
+        self.thread.start()
+
+    def _run(self, coroutine) -> None:
+        try:
+            self.outcome = (run(coroutine, 80.0), None)
+        except BaseException as error:  # noqa: BLE001 - handed to the test thread
+            self.outcome = (None, error)
+
+    def done(self) -> bool:
+        return self.outcome is not None
+
+    def result(self):
+        value, error = self.outcome
+        if error is not None:
+            raise error
+        return value
+
+
+def finished(qtbot, scenario: InThread):
+    qtbot.waitUntil(scenario.done, timeout=WAIT_MS)
+    return scenario.result()
+
+
+def serve(qtbot, window) -> Served:
+    """Switch the API on in the window's Outputs panel, on a free port."""
+    row = window.outputs_dock.widget().api_row
+    row.port.setValue(free_port())
+    qtbot.mouseClick(row.enabled, Qt.MouseButton.LeftButton)
+    assert row.enabled.isChecked(), row.status.text()
+    return Served(window.api.thread.port, row.token.text(), service=None, thread=None, media=Path(), recordings=Path())
+
+
+def test_a_client_setting_persona_and_preset_updates_the_windows_panels(qtbot, studio_window) -> None:
+    with closing(studio_window(real_engine=True)) as window:  # closed even when the test fails (stops the server)
+        panels = window.panels
+        assert (panels.persona_doc.item.name, window.presets.preset.name) == ("default", "default")
+        served = serve(qtbot, window)
+        security.ClientNames().approve("show-control")
+
+        async def switch() -> list[dict]:
+            client, answer = await Client.connect(served, "show-control")
+            replies = [answer, await client.request("persona.set", {"name": "teacher"}),
+                       await client.request("preset.set", {"name": "performance"}), await client.request("status"),
+                       await client.request("persona.set", {"name": "nobody"}),
+                       await client.request("expression.trigger", {"name": "warm smile"}),  # the teacher's own
+                       await client.request("expression.release", {"name": "warm smile"})]
+            await client.close()
+            return replies
+
+        answer, persona, preset, status, missing, smile, unsmile = finished(qtbot, InThread(switch()))
+        assert answer["ok"] and persona["ok"] and preset["ok"], (answer, persona, preset)
+        assert persona["result"]["name"] == "teacher" and preset["result"]["name"] == "performance"
+        # the panels show it exactly as when the operator picks it there
+        assert panels.persona_panel.chooser.currentText() == "teacher" and window.persona.name == "teacher"
+        assert panels.preset_panel.chooser.currentText() == "performance" and window.presets.preset.name == "performance"
+        assert panels.preset_panel.fps_spin.value() == 25 and window.latency_model.target_ms == 100
+        assert status["result"]["persona"] == "teacher" and status["result"]["preset"] == "performance"
+        assert not missing["ok"] and missing["error"]["code"] == "not_found" and "nobody" in missing["error"]["message"]
+        assert panels.persona_panel.chooser.currentText() == "teacher"
+        assert smile["result"]["active"] == ["warm smile"] and unsmile["ok"], (smile, unsmile)
+
+        panels.select_persona("clinician")  # the operator's own choice is what the API reports
+        panels.persona_doc.update("voice.rate_wpm", 201)  # and an unsaved edit is never discarded by a client
+
+        async def after_operator() -> list[dict]:
+            client, _answer = await Client.connect(served, "show-control")
+            replies = [await client.request("status"), await client.request("persona.set", {"name": "presenter"})]
+            await client.close()
+            return replies
+
+        status, refused = finished(qtbot, InThread(after_operator()))
+        assert status["result"]["persona"] == "clinician" and status["result"]["preset"] == "medical", status
+        assert not refused["ok"] and refused["error"]["code"] == "conflict", refused
+        assert panels.persona_doc.item.name == "clinician" and panels.persona_doc.item.voice.rate_wpm == 201
+
+
+def test_switching_the_api_off_while_a_command_waits_for_the_window_returns_at_once(qtbot, studio_window) -> None:
+    """The operator switches the API off while a client's persona change waits for the GUI thread: no deadlock."""
+    with closing(studio_window(real_engine=True)) as window:  # closed even when the test fails (stops the server)
+        served = serve(qtbot, window)
+        security.ClientNames().approve("late")
+        service = window.api.thread.server.service
+        asked = threading.Event()
+        gui_call = service.gui.call
+
+        def call_noted(function, wait_s=60.0):
+            asked.set()
+            return gui_call(function, wait_s)
+
+        service.gui.call = call_noted
+
+        async def change() -> dict | None:
+            client, _answer = await Client.connect(served, "late")
+            reply = await client.request("persona.set", {"name": "teacher"})
+            await client.session.close()
+            return reply
+
+        scenario = InThread(change())
+        assert asked.wait(60)  # the command waits for the GUI thread, which is busy here
+        panel: OutputsPanel = window.outputs_dock.widget()
+        panel.api_row.enabled.setChecked(False)  # stops the server from the GUI thread
+        reply = finished(qtbot, scenario)
+        assert reply is None or reply["error"]["code"] == "engine_error", reply
+        assert window.persona.name == "default"
