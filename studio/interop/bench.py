@@ -74,20 +74,31 @@ def tracker_to_frame_ms(kind: str, seconds: float = 3.0, rate_hz: float = 60.0) 
             f"{kind}_tracker_packets_count": receiver.packets, f"{kind}_tracker_engine_fps": engine.fps}
 
 
-def _garbage(valid: list[bytes], count: int, seed: int = 0) -> list[bytes]:
-    """Random datagrams and valid packets cut short or with bytes overwritten."""
+def mutated_packets(valid: list[bytes], count: int, seed: int) -> list[bytes]:
+    """`count` fuzz datagrams for a receiver, made from its `valid` packets: random bytes, truncations, extensions,
+    flipped bytes, NaN/infinite/huge floats spliced in, and cut-and-joined packets (the fuzz test's and the bench's)."""
     rng = np.random.default_rng(seed)
     out = []
     for k in range(count):
         base = bytearray(valid[k % len(valid)])
-        if k % 3 == 0:
-            out.append(rng.bytes(int(rng.integers(1, 1500))))
-        elif k % 3 == 1:
-            out.append(bytes(base[:int(rng.integers(1, len(base)))]))
-        else:
-            for _ in range(4):
+        kind = k % 6
+        if kind == 0:
+            out.append(rng.bytes(int(rng.integers(0, 2000))))
+            continue
+        if kind == 1:
+            base = base[:int(rng.integers(0, len(base)))]
+        elif kind == 2:
+            base += rng.bytes(int(rng.integers(1, 64)))
+        elif kind == 3:
+            for _ in range(int(rng.integers(1, 8))):
                 base[int(rng.integers(0, len(base)))] = int(rng.integers(0, 256))
-            out.append(bytes(base))
+        elif kind == 4 and len(base) >= 8:
+            at = int(rng.integers(0, len(base) - 4))
+            base[at:at + 4] = bytes(rng.choice([b"\x7f\xc0\x00\x00", b"\x7f\x80\x00\x00", b"\x4f\x7f\xff\xff",
+                                                b"\xff\xff\xff\xff"]))
+        else:
+            base = base[:int(rng.integers(0, len(base)))] + base[int(rng.integers(0, len(base))):]
+        out.append(bytes(base))
     return out
 
 
@@ -110,7 +121,7 @@ def engine_hop_with_links(seconds: float = 3.0) -> dict:
     outputs = [VmcSender(port=sink.getsockname()[1], rate_hz=60.0), LiveLinkSender(port=sink.getsockname()[1])]
     frame = FrameState(arkit=np.full(NUM_ARKIT, 0.5), pose=relaxed_rest_pose())
     good = [outputs[0].encode(frame), outputs[1].encode(frame)]
-    garbage = [_garbage([good[0]], 2000, 1), _garbage([good[1]], 2000, 2)]
+    garbage = [mutated_packets([good[0]], 2000, 1), mutated_packets([good[1]], 2000, 2)]
     out = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     stop = threading.Event()
 

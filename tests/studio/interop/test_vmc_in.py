@@ -1,4 +1,5 @@
-"""VMC in: a scripted sender (python-osc's own client) on loopback, bad input counted, and 10,000 fuzzed packets."""
+"""VMC in: a scripted sender (python-osc's own client) on loopback, bad input counted, and 10,000 fuzzed packets
+(VMC and Live Link Face) into a running engine."""
 
 from __future__ import annotations
 
@@ -16,10 +17,13 @@ from pythonosc.udp_client import SimpleUDPClient
 from studio.avatar.arkit import ARKIT_INDEX, NUM_ARKIT
 from studio.avatar.skeleton import JOINT_INDEX
 from studio.engine.motion import relaxed_rest_pose
+from studio.engine.pipeline import Engine
 from studio.frame import FrameState
-from studio.interop.livelink_udp import LiveLinkReceiver, LiveLinkSender
-from studio.interop.tracking import TrackerInput
+from studio.interop.bench import mutated_packets
+from studio.interop.livelink_udp import LiveLinkReceiver, LiveLinkSender, encode_packet
+from studio.interop.tracking import REGIONS, TrackerInput, TrackingMixer
 from studio.interop.vmc import VmcReceiver, VmcSender
+from tests.studio.interop.engine_watch import EngineWatch
 from tests.studio.interop.test_livelink_udp import wait_for
 
 
@@ -107,35 +111,20 @@ def test_bad_vmc_input_is_ignored_or_clamped_and_counted() -> None:
     assert receiver.counts == {"nonfinite": 2, "unknown_name": 3, "clamped": 2, "malformed": 4}
 
 
-def mutations(valid: list[bytes], count: int, seed: int) -> list[bytes]:
-    """Random bytes, truncations, extensions, flipped bytes and NaN/huge floats spliced into valid packets."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for k in range(count):
-        base = bytearray(valid[k % len(valid)])
-        kind = k % 6
-        if kind == 0:
-            out.append(rng.bytes(int(rng.integers(0, 2000))))
-            continue
-        if kind == 1:
-            base = base[:int(rng.integers(0, len(base)))]
-        elif kind == 2:
-            base += rng.bytes(int(rng.integers(1, 64)))
-        elif kind == 3:
-            for _ in range(int(rng.integers(1, 8))):
-                base[int(rng.integers(0, len(base)))] = int(rng.integers(0, 256))
-        elif kind == 4 and len(base) >= 8:
-            at = int(rng.integers(0, len(base) - 4))
-            base[at:at + 4] = bytes(rng.choice([b"\x7f\xc0\x00\x00", b"\x7f\x80\x00\x00", b"\x4f\x7f\xff\xff",
-                                                b"\xff\xff\xff\xff"]))
-        else:
-            base = base[:int(rng.integers(0, len(base)))] + base[int(rng.integers(0, len(base))):]
-        out.append(bytes(base))
-    return out
+def named_packets(kind: str, count: int) -> list[bytes]:
+    """Well-formed packets that each bring new names (Live Link subjects; VMC bones and shapes no one has)."""
+    if kind == "livelink":
+        values = np.zeros(61)
+        return [encode_packet(f"00000000-0000-0000-0000-{k:012d}", f"Phone-{k}", k, 0.0, 60, values) for k in range(count)]
+    return [bundle(message("/VMC/Ext/Blend/Val", f"Shape{k}", 0.5), message("/VMC/Ext/Blend/Apply"),
+                   message("/VMC/Ext/Bone/Pos", f"Bone{k}", 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0)) for k in range(count)]
 
 
 @pytest.mark.parametrize("kind", ["vmc", "livelink"])
-def test_ten_thousand_fuzzed_packets_neither_crash_nor_hang_a_receiver(kind: str, caplog) -> None:
+def test_ten_thousand_fuzzed_packets_neither_crash_nor_hang_a_receiver_nor_burden_the_engine(kind: str, caplog) -> None:
+    """The per-hop budget is checked structurally (times belong to `avatar-studio bench`): while the packets go
+    through a real socket into a running engine's tracker stage, no decoding runs on the engine thread, the
+    engine goes on making whole, finite frames, none skipped, and what the receiver keeps stays within its bounds."""
     rng = np.random.default_rng(9)
     frames = [FrameState(media_time_s=float(k), arkit=rng.random(NUM_ARKIT),
                          pose=relaxed_rest_pose() + rng.normal(0, 0.2, (55, 3))) for k in range(4)]
@@ -146,38 +135,61 @@ def test_ten_thousand_fuzzed_packets_neither_crash_nor_hang_a_receiver(kind: str
         sender, make = LiveLinkSender(port=9), LiveLinkReceiver
         valid = [sender.encode(f) for f in frames]
     sender.close()
-    packets = mutations(valid, 10_000, seed=1 if kind == "vmc" else 2)
+    names = named_packets(kind, 200)
+    packets = mutated_packets(valid, 10_000, seed=1 if kind == "vmc" else 2)
+    packets[1::50] = names  # one in 50 a well-formed packet with new names
     # every packet through the handler directly (none lost to a full socket buffer)...
     tracker = TrackerInput()
     direct = make(tracker, port=0)
     for packet in packets:
         direct.handle(packet, time.monotonic())
     assert sum(direct.counts.values()) > 0
+    assert set(direct.counts) <= {"malformed", "nonfinite", "unknown_name", "clamped"}, direct.counts
     assert not [record.getMessage() for record in caplog.records if record.levelno >= logging.WARNING]  # no log flood
     if tracker.sample().sequence:
         assert np.isfinite(tracker.sample().face).all()
         assert ((tracker.sample().face >= 0.0) & (tracker.sample().face <= 1.0)).all()
         assert all(np.isfinite(v).all() for v in tracker.sample().bones.values())
-    # ...and all of them through a real socket; the receiver still takes a good packet after them
+    assert set(tracker.sample().bones) <= set(JOINT_INDEX.values())  # new bone names add no bones
+    if kind == "livelink":
+        assert len(direct.subjects) == 64  # 200 subjects came; the names kept are capped
+    # ...and all of them through a real socket into a running engine's tracker stage
     live_tracker = TrackerInput()
     receiver = make(live_tracker, port=0, host="127.0.0.1")
     receiver.start()
+    engine = Engine()
+    mixer = TrackingMixer(live_tracker, sources={region: "tracker" for region in REGIONS})
+    mixer.attach(engine)
+    engine.start()
     out = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
-        for k, packet in enumerate(packets):
-            out.sendto(packet, ("127.0.0.1", receiver.port))
-            if k % 10 == 9:  # let the receiver drain (UDP drops what a full buffer cannot hold)
-                caught_up = time.monotonic() + 0.5
-                while receiver.packets <= k and time.monotonic() < caught_up:
-                    time.sleep(0.0005)
-        before = live_tracker.sample().sequence
-        wait_for(lambda: (out.sendto(valid[0], ("127.0.0.1", receiver.port)) and
-                          live_tracker.sample().sequence > before + 1), "a good packet after the fuzz")
-        assert receiver.running
+        with EngineWatch(engine) as watch:
+            made = watch.wait_for_frames_after(engine.work.frames_emitted, "before the fuzz")
+            for k, packet in enumerate(packets):
+                out.sendto(packet, ("127.0.0.1", receiver.port))
+                if k % 10 == 9:  # let the receiver drain (UDP drops what a full buffer cannot hold)
+                    caught_up = time.monotonic() + 0.5
+                    while receiver.packets <= k and time.monotonic() < caught_up:
+                        time.sleep(0.0005)
+                if k % 500 == 499:  # the engine keeps making frames during the flood
+                    made = watch.wait_for_frames_after(made, f"after packet {k + 1} of the fuzz")
+                    watch.take_frames()
+            before = live_tracker.sample().sequence
+            wait_for(lambda: (out.sendto(valid[0], ("127.0.0.1", receiver.port)) and
+                              live_tracker.sample().sequence > before + 1), "a good packet after the fuzz")
+            watch.wait_for_frames_after(engine.work.frames_emitted, "after the fuzz")
+        assert receiver.running and engine.running
     finally:
         out.close()
         receiver.stop()
+        engine.stop()
     assert receiver.packets > 9000  # nearly all of them went through the socket
+    assert watch.message_work() == []  # no decoding on the engine thread...
+    assert watch.ran("pipeline.py", "_emit") and watch.ran("tracking.py", "mix")  # ...which was watched, tracker stage and all
+    assert len(watch.frames) > 20 and mixer.state == "tracking"
+    watch.check_frames(idle_fps=engine.fps)
+    assert set(live_tracker.sample().bones) <= set(JOINT_INDEX.values())
+    assert len(mixer.latencies_ms) <= mixer.latencies_ms.maxlen and len(getattr(receiver, "subjects", ())) <= 64
 
 
 def test_a_root_rotation_turns_the_hips_once_however_often_it_comes() -> None:
