@@ -3,9 +3,10 @@ thread so a preset switch or a colour change never stalls a frame.
 
 Each one is `studio.avatar.look.drawn_model` (the avatar's LOD file, the persona's colours and body shape)
 with its AvatarMesh. A new look rebuilds the levels in use; meshes of an older look are dropped (a build that
-finishes after the look changed is thrown away), so only the current look's few meshes are kept. Only the
-shipped default avatar has built LOD files (assets/build_lod.py); any other avatar is drawn at full detail
-whatever the preset says.
+finishes after the look changed is thrown away), so only the current look's few meshes are kept. The shipped
+default avatar has built LOD files (assets/build_lod.py); an imported glTF/VRM avatar is decimated here, in the
+background, the first time a level is asked for, and cached (`studio.avatar.lod.cached_level`); any other avatar
+is drawn at full detail whatever the preset says.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ class LodLibrary:
         self._lock = threading.Lock()
 
     def key(self, lod: str, keep_face: bool) -> Key:
-        """The mesh actually used for this request: full detail where there is no LOD file."""
+        """The mesh actually used for this request: full detail where the avatar has no levels."""
         if lod == "high" or not self.has_lods:
             return FULL_DETAIL
         return (lod, keep_face)
@@ -82,7 +83,7 @@ class LodLibrary:
                     self._loading.pop((look, key), None)
                     return
             prepared = build_drawn(self.base, look, *key, level=level)
-        except Exception as error:  # noqa: BLE001 - a missing or broken LOD file leaves full detail in use
+        except Exception as error:  # noqa: BLE001 - a missing LOD file or a failed decimation leaves full detail
             with self._lock:
                 self._errors[key] = f"{type(error).__name__}: {error}"
                 self._loading.pop((look, key), None)

@@ -47,5 +47,16 @@ def user_config_dir() -> Path:
     return Path(platformdirs.user_config_dir(APP_NAME, appauthor=False))
 
 
+def user_cache_dir() -> Path:
+    """What the studio can rebuild but keeps to start faster (decimated avatar levels); safe to delete
+    (AVATAR_STUDIO_HOME overrides)."""
+    override = os.environ.get("AVATAR_STUDIO_HOME")
+    if override:
+        return Path(override) / "cache"
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir(APP_NAME, appauthor=False))
+
+
 def recordings_dir() -> Path:
     return user_data_dir() / "recordings"

@@ -3,15 +3,24 @@
 `decimate(model, keep, ratio)` collapses edges with fast-simplification's quadric decimation
 (the library trimesh's own `simplify_quadric_decimation` wraps; called directly because only it
 returns the collapse history). Replaying the collapses keeps each surviving vertex at its original
-position, so skinning weights, blendshapes, shape directions, colours and part labels transfer
-exactly from it, and the joint regressor sums each collapsed cluster onto its survivor. Faces
-touching `keep` vertices are left as they are and the cut along them is held fixed, so the face
+position, so skinning weights, blendshapes, shape directions, colours, texture coordinates and part
+labels transfer exactly from it, and the joint regressor sums each collapsed cluster onto its survivor.
+Faces touching `keep` vertices are left as they are and the cut along them is held fixed, so the face
 stays fully detailed where a preset asks for it.
 
-The shipped files are built by `assets/build_lod.py`; the studio only loads them (`lod_path`).
+The shipped default avatar's levels are built by `assets/build_lod.py`; the studio only loads them
+(`lod_path`). An imported glTF/VRM avatar has none: `cached_level` decimates it the same way on first
+use and keeps the result (indices into the full avatar, see `Reduction`) in the studio's cache folder.
 """
 
 from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import io
+import os
+from pathlib import Path
 
 import numpy as np
 
@@ -24,12 +33,23 @@ LOD_RATIOS = {"medium": 0.5, "low": 0.2}  # share of the decimated region's tria
 # head keeps at least half its triangles, so the lips, eyes and lids still read.
 FACE_PART_RATIOS = {"lips": 1.0, "eyes": 1.0, "eyelids": 1.0, "brows": 1.0, "mouth": 1.0, "teeth": 1.0,
                     "tongue": 1.0, "head": 0.5}
+# An imported avatar has no named face parts: its whole face region (what the ARKit shapes move) keeps this share.
+IMPORTED_FACE_RATIO = 0.5
+# ... and a connected part of which the shapes move at least this share (an eye, the lips, a brow) stays whole.
+EXPRESSIVE_PART_SHARE = 0.5
+LOD_CACHE_VERSION = 4  # bump when the decimation changes, so old cached levels are not used
+_SMALLEST_PIECE = 64  # triangles; smaller pieces are left as they are
+_PLANE_STEPS = 1000  # face normals this close count as one plane when a split vertex is copied again
+
+
+def _check_lod(lod: str) -> None:
+    if lod not in LOD_LEVELS:
+        raise ValueError(f"mesh LOD {lod!r} is not known; allowed: {', '.join(LOD_LEVELS)}")
 
 
 def lod_path(avatar_name: str, lod: str, keep_face: bool):
     """Where the built LOD file of a shipped avatar lives (None for `high`: the original)."""
-    if lod not in LOD_LEVELS:
-        raise ValueError(f"mesh LOD {lod!r} is not known; allowed: {', '.join(LOD_LEVELS)}")
+    _check_lod(lod)
     if lod == "high":
         return None
     return asset_path("avatars", f"{avatar_name}.lod-{lod}{'-face' if keep_face else ''}.npz")
@@ -38,6 +58,36 @@ def lod_path(avatar_name: str, lod: str, keep_face: bool):
 def face_region(model: AvatarModel) -> np.ndarray:
     """(V,) bool: the vertices the ARKit shapes move (what `face: high` keeps at full detail)."""
     return np.abs(model.expr_dirs).reshape(model.num_vertices, -1).max(axis=1) > 1e-7
+
+
+@dataclasses.dataclass(frozen=True)
+class Reduction:
+    """A level of detail as indices into its full avatar: the original vertex of each LOD vertex (`rows`), the
+    LOD's triangles (indices into `rows`) and its joint regressor. Taking every per-vertex array at `rows` gives
+    the level exactly, so this is all a cache keeps; a changed colour or mapping needs no new decimation."""
+
+    rows: np.ndarray  # (V',) int64
+    faces: np.ndarray  # (F', 3) int32
+    regressor: np.ndarray  # (55, V') float32
+
+    def apply(self, model: AvatarModel, what: str) -> AvatarModel:
+        """`model` at this level; `what` is added to its source (e.g. 'decimated to 20%')."""
+        take = lambda array: None if array is None else np.asarray(array)[self.rows]  # noqa: E731
+        return dataclasses.replace(
+            model, v_template=take(model.v_template), faces=self.faces, joint_regressor=self.regressor,
+            skin_weights=take(model.skin_weights), shape_dirs=take(model.shape_dirs), expr_dirs=take(model.expr_dirs),
+            pose_dirs=take(model.pose_dirs), part_labels=take(model.part_labels), materials=dict(model.materials),
+            vertex_colors=take(model.vertex_colors), uvs=take(model.uvs), texture_rects=take(model.texture_rects),
+            alpha=take(model.alpha), shading=take(model.shading), cloth_weights=take(model.cloth_weights),
+            source=f"{model.source} ({what})")
+
+
+def _per_vertex_arrays(model: AvatarModel) -> list[np.ndarray]:
+    """Every per-vertex array of the avatar (position first), flattened to (V, k)."""
+    arrays = (model.v_template, model.skin_weights, model.shape_dirs, model.expr_dirs, model.pose_dirs,
+              model.part_labels, model.vertex_colors, model.uvs, model.texture_rects, model.alpha, model.shading,
+              model.cloth_weights)
+    return [np.asarray(a).reshape(model.num_vertices, -1) for a in arrays if a is not None]
 
 
 def _exact_joints(regressor: np.ndarray, vertices: np.ndarray, joints: np.ndarray) -> np.ndarray:
@@ -75,6 +125,65 @@ def _collapse(points: np.ndarray, faces: np.ndarray, ratio: float) -> tuple[np.n
     return vertices, survivor[mapping], survivor[new_faces]
 
 
+def _decimate_pieces(points: np.ndarray, faces: np.ndarray, piece: np.ndarray,
+                     ratios: dict[int, float]) -> tuple[np.ndarray, np.ndarray]:
+    """Decimate each piece of the mesh on its own (`piece`: one id per face, -1 left as it is) at its ratio.
+
+    Returns (the new faces in original indices, the original vertex each original vertex collapsed onto).
+    """
+    collapsed_onto = np.arange(len(points))
+    pieces = []
+    for index in np.unique(piece):
+        selected = faces[piece == index]
+        ratio = ratios.get(int(index), 1.0)
+        if index < 0 or len(selected) < _SMALLEST_PIECE or ratio >= 1.0:
+            pieces.append(selected)
+            continue
+        vertices, onto, new_faces = _collapse(points, selected, ratio)
+        collapsed_onto[vertices] = onto
+        pieces.append(new_faces)
+    return np.concatenate(pieces), collapsed_onto
+
+
+def _reduction(model: AvatarModel, out_faces: np.ndarray, collapsed_onto: np.ndarray,
+               split: np.ndarray | None = None) -> Reduction:
+    """The Reduction of decimated faces (original indices). Vertices no original face uses (joint carriers of
+    imported avatars) are kept. A `split` vertex (bool per original vertex) gets one copy per plane of the faces
+    around it, as a flat-shaded file had it."""
+    vertex_count = model.num_vertices
+    points = np.asarray(model.v_template, np.float64)
+    corners = out_faces.reshape(-1)
+    own_copy = split[corners] if split is not None else np.zeros(len(corners), bool)
+    shared = np.unique(corners[~own_copy])
+    plane = np.cross(points[out_faces[:, 1]] - points[out_faces[:, 0]], points[out_faces[:, 2]] - points[out_faces[:, 0]])
+    plane = np.round(plane / np.maximum(np.linalg.norm(plane, axis=1, keepdims=True), 1e-20) * _PLANE_STEPS)
+    copies, copy_of_corner = np.unique(np.column_stack([corners, np.repeat(plane, 3, axis=0)])[own_copy], axis=0,
+                                       return_inverse=True)
+    carriers = np.setdiff1d(np.arange(vertex_count), np.asarray(model.faces).reshape(-1))
+    rows = np.concatenate([shared, copies[:, 0], carriers]).astype(np.int64)
+    row_of = np.full(vertex_count, -1, np.int64)
+    row_of[shared] = np.arange(len(shared))
+    new_corners = row_of[corners]
+    new_corners[own_copy] = len(shared) + copy_of_corner.reshape(-1)
+    row_of[carriers] = len(rows) - len(carriers) + np.arange(len(carriers))
+    first_rows, first_at = np.unique(rows, return_index=True)
+    row_of[first_rows] = np.where(row_of[first_rows] >= 0, row_of[first_rows], first_at)
+    lands_on = row_of[collapsed_onto]  # every original vertex lands on itself or its cluster's survivor
+    full_regressor = np.asarray(model.joint_regressor, np.float32)
+    regressor = np.zeros((full_regressor.shape[0], len(rows)), np.float32)
+    used = lands_on >= 0
+    np.add.at(regressor.T, lands_on[used], full_regressor.T[used])
+    joints = np.asarray(full_regressor, np.float64) @ points
+    if np.abs(regressor.astype(np.float64) @ points[rows] - joints).max() > 0.0:  # imported avatars: exact already
+        regressor = _exact_joints(regressor, points[rows], joints)
+    return Reduction(rows=rows, faces=new_corners.reshape(-1, 3).astype(np.int32), regressor=regressor)
+
+
+def _check_ratio(ratio: float) -> None:
+    if not 0.0 < ratio < 1.0:
+        raise ValueError(f"decimation ratio {ratio} must be between 0 and 1")
+
+
 def decimate(model: AvatarModel, ratio: float, keep: np.ndarray | None = None,
              part_ratios: dict[str, float] | None = None) -> AvatarModel:
     """A copy of `model` with about `ratio` of the triangles outside `keep` (bool per vertex) left.
@@ -82,47 +191,98 @@ def decimate(model: AvatarModel, ratio: float, keep: np.ndarray | None = None,
     Each part (skin, shirt, hair, ...) is decimated on its own, so colours and materials keep their
     borders; `part_ratios` gives some parts their own ratio (1 leaves a part as it is).
     """
-    if not 0.0 < ratio < 1.0:
-        raise ValueError(f"decimation ratio {ratio} must be between 0 and 1")
+    _check_ratio(ratio)
     faces = np.asarray(model.faces, np.int64)
-    points = np.asarray(model.v_template, np.float64)
     kept_faces = keep[faces].any(axis=1) if keep is not None else np.zeros(len(faces), bool)
-    labels = model.part_labels if model.part_labels is not None else np.zeros(len(points), np.uint8)
-    face_part = labels[faces[:, 0]]
-    collapsed_onto = np.arange(len(points))
-    pieces = [faces[kept_faces]]
-    for index, part in enumerate(model.part_names):
-        selected = faces[(face_part == index) & ~kept_faces]
-        part_ratio = (part_ratios or {}).get(part, ratio)
-        if len(selected) < 64 or part_ratio >= 1.0:
-            pieces.append(selected)
-            continue
-        vertices, onto, new_faces = _collapse(points, selected, part_ratio)
-        collapsed_onto[vertices] = onto
-        pieces.append(new_faces)
-    out_faces = np.concatenate(pieces)
-    originals = np.unique(out_faces)
-    final_index = np.full(len(points), -1, np.int64)
-    final_index[originals] = np.arange(len(originals))
-    lands_on = final_index[collapsed_onto]  # every original vertex lands on itself or its cluster's survivor
-    regressor = np.zeros((model.joint_regressor.shape[0], len(originals)), np.float32)
-    used = lands_on >= 0
-    np.add.at(regressor.T, lands_on[used], np.asarray(model.joint_regressor, np.float32).T[used])
-    regressor = _exact_joints(regressor, points[originals], np.asarray(model.joint_regressor, np.float64) @ points)
-    return AvatarModel(
-        name=model.name,
-        v_template=np.asarray(model.v_template, np.float32)[originals],
-        faces=final_index[out_faces].astype(np.int32),
-        joint_regressor=regressor,
-        skin_weights=np.asarray(model.skin_weights, np.float32)[originals],
-        shape_dirs=np.asarray(model.shape_dirs, np.float32)[originals],
-        expr_dirs=np.asarray(model.expr_dirs, np.float32)[originals],
-        pose_dirs=None if model.pose_dirs is None else np.asarray(model.pose_dirs, np.float32)[originals],
-        parents=model.parents,
-        part_labels=None if model.part_labels is None else model.part_labels[originals],
-        part_names=model.part_names,
-        materials=dict(model.materials),
-        vertex_colors=None if model.vertex_colors is None else model.vertex_colors[originals],
-        has_arkit_expressions=model.has_arkit_expressions,
-        source=f"{model.source} (decimated to {ratio:.0%})",
-    )
+    labels = model.part_labels if model.part_labels is not None else np.zeros(model.num_vertices, np.uint8)
+    piece = np.where(kept_faces, -1, labels[faces[:, 0]].astype(np.int64))
+    ratios = {index: (part_ratios or {}).get(part, ratio) for index, part in enumerate(model.part_names)}
+    out_faces, collapsed_onto = _decimate_pieces(np.asarray(model.v_template, np.float64), faces, piece, ratios)
+    return _reduction(model, out_faces, collapsed_onto).apply(model, f"decimated to {ratio:.0%}")
+
+
+def decimate_welded(model: AvatarModel, ratio: float, keep_face: bool) -> Reduction:
+    """An imported avatar decimated to about `ratio` of its triangles: its face whole when `keep_face`, else at
+    `IMPORTED_FACE_RATIO` or more, with the parts the shapes mostly move (eyes, lips, brows) whole, as the
+    default avatar's `FACE_PART_RATIOS` keep them.
+
+    Exporters split a vertex wherever a normal breaks (flat shading, hard edges), so a Blender mesh can arrive as
+    loose quads that no edge collapse can join. Vertices equal in position and every attribute the studio reads
+    are welded first (UV seams and material borders stay apart, as their attributes differ); the studio computes
+    its own normals, so after decimation a vertex the file had split gets one copy per plane again and flat parts
+    stay flat. Each connected part (head, eye, sleeve, ponytail) is decimated on its own, its border held, so
+    small parts keep their shape instead of vanishing.
+    """
+    from trimesh.graph import connected_component_labels
+    from trimesh.grouping import unique_rows
+
+    _check_ratio(ratio)
+    first, group = unique_rows(np.hstack([a.astype(np.float64) for a in _per_vertex_arrays(model)]))
+    representative = np.asarray(first, np.int64)[group]
+    welded = representative[np.asarray(model.faces, np.int64)]
+    welded = welded[(welded[:, 0] != welded[:, 1]) & (welded[:, 1] != welded[:, 2]) & (welded[:, 0] != welded[:, 2])]
+    moved = face_region(model)
+    face = moved[welded].any(axis=1)
+    component = connected_component_labels(np.vstack([welded[:, [0, 1]], welded[:, [1, 2]]]), model.num_vertices)
+    piece = 2 * component[welded[:, 0]].astype(np.int64) + face  # each part on its own, so none vanishes whole
+    in_use = np.unique(welded)
+    share_moved = (np.bincount(component[in_use], weights=moved[in_use], minlength=component.max() + 1)
+                   / np.maximum(np.bincount(component[in_use], minlength=component.max() + 1), 1))
+    # keep the face whole; else still the small parts the shapes move nearly all of (eyes, lips, brows, lids)
+    piece[face & (keep_face | (share_moved[component[welded[:, 0]]] >= EXPRESSIVE_PART_SHARE))] = -1
+    ratios = {int(p): max(ratio, IMPORTED_FACE_RATIO) if p % 2 else ratio for p in np.unique(piece)}
+    out_faces, collapsed_onto = _decimate_pieces(np.asarray(model.v_template, np.float64), welded, piece, ratios)
+    was_split = np.bincount(group, minlength=len(first))[group] > 1
+    return _reduction(model, out_faces, collapsed_onto[representative], split=was_split)
+
+
+def level_key(model: AvatarModel, lod: str, keep_face: bool) -> str:
+    """The cache name of a level: a hash of everything its decimation reads (the file's geometry and attributes,
+    as imported, so a new file version or mapping makes a new level) and of how it decimates."""
+    digest = hashlib.blake2b(digest_size=20)
+    digest.update(f"lod v{LOD_CACHE_VERSION} {lod} {LOD_RATIOS.get(lod)} face={keep_face} "
+                  f"{IMPORTED_FACE_RATIO} {EXPRESSIVE_PART_SHARE}".encode())
+    for array in (*_per_vertex_arrays(model), np.asarray(model.faces), np.asarray(model.joint_regressor)):
+        digest.update(f"{array.dtype}{array.shape}".encode())
+        digest.update(np.ascontiguousarray(array).data)
+    return digest.hexdigest()
+
+
+def lod_cache_dir() -> Path:
+    """Where decimated levels of imported avatars are kept: the studio's cache folder, never beside the user's file."""
+    from studio.paths import user_cache_dir
+
+    return user_cache_dir() / "lod"
+
+
+def _read_cached(path: Path, model: AvatarModel) -> Reduction | None:
+    """The cached reduction of `model`, or None when absent, unreadable or not fitting (then it is built anew)."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            reduction = Reduction(rows=data["rows"].astype(np.int64), faces=data["faces"].astype(np.int32),
+                                  regressor=data["regressor"].astype(np.float32))
+    except (OSError, ValueError, KeyError, EOFError):
+        return None
+    rows, faces = reduction.rows, reduction.faces
+    fits = (rows.ndim == 1 and rows.size and faces.ndim == 2 and faces.shape[1] == 3 and faces.size
+            and 0 <= rows.min() and rows.max() < model.num_vertices and 0 <= faces.min() and faces.max() < rows.size
+            and reduction.regressor.shape == (model.joint_regressor.shape[0], rows.size))
+    return reduction if fits else None
+
+
+def cached_level(model: AvatarModel, lod: str, keep_face: bool, cache_dir: str | os.PathLike | None = None) -> AvatarModel:
+    """An imported avatar at this level: decimated once (`decimate_welded`), then read back from the cache."""
+    _check_lod(lod)
+    if lod == "high":
+        return model
+    from studio.fileio import atomic_write
+
+    path = Path(cache_dir if cache_dir is not None else lod_cache_dir()) / f"{level_key(model, lod, keep_face)}.npz"
+    reduction = _read_cached(path, model)
+    if reduction is None:
+        reduction = decimate_welded(model, LOD_RATIOS[lod], keep_face)
+        buffer = io.BytesIO()
+        np.savez_compressed(buffer, rows=reduction.rows, faces=reduction.faces, regressor=reduction.regressor)
+        with contextlib.suppress(OSError):  # a cache that cannot be written only costs the decimation next time
+            atomic_write(path, buffer.getvalue())
+    return reduction.apply(model, f"{lod} level of detail{', face whole' if keep_face else ''}")

@@ -65,21 +65,26 @@ def dress(model: AvatarModel, look: Look) -> AvatarModel:
 
 
 def has_levels(base: AvatarModel) -> bool:
-    """Whether built LOD files exist for this avatar (only the shipped default avatar has them)."""
+    """Whether this avatar has levels of detail: the shipped default avatar (built files) and imported glTF/VRM
+    avatars (decimated on first use and cached, `studio.avatar.lod.cached_level`)."""
+    from studio.avatar.imported import is_gltf_path
     from studio.avatar.io import default_avatar_path
 
-    return Path(base.source).resolve() == default_avatar_path().resolve()
+    return is_gltf_path(base.source) or Path(base.source).resolve() == default_avatar_path().resolve()
 
 
 def level_of_detail(base: AvatarModel, lod: str, keep_face: bool) -> AvatarModel:
-    """The avatar's mesh at this level (read from its built LOD file), or the avatar itself at `high` or
-    where there is no LOD file."""
+    """The avatar's mesh at this level (the default avatar's built LOD file, an imported avatar's cached
+    decimation), or the avatar itself at `high` or where it has no levels."""
+    from studio.avatar.imported import is_gltf_path
     from studio.avatar.io import load_avatar
-    from studio.avatar.lod import lod_path
+    from studio.avatar.lod import cached_level, lod_path
 
     path = lod_path("default", lod, keep_face)
     if path is None or not has_levels(base):
         return base
+    if is_gltf_path(base.source):
+        return cached_level(base, lod, keep_face)
     return load_avatar(path)
 
 
