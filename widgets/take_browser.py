@@ -330,8 +330,7 @@ class RecordingController(QObject):
 
     def start_recording(self) -> bool:
         """Record from the engine's frame queue (the engine starts if it is not running yet)."""
-        from studio.engine.sources import ENGINE_RATE
-        from studio.recording.recorder import DiskSpaceError, TakeRecorder, take_manifest
+        from studio.recording.recorder import DiskSpaceError, TakeRecorder, live_take_format, take_manifest
 
         engine = self.window.engine.ensure_engine()
         if engine is None:
@@ -339,8 +338,9 @@ class RecordingController(QObject):
             return False
         try:
             folder = new_take_folder(self.root)
-            manifest = take_manifest(self.window.persona.name, self._preset_name(), self.window.avatar, ENGINE_RATE,
-                                     engine.fps)
+            rate, channels = live_take_format(engine)  # the microphone's own rate and channels, not the engine's copy
+            manifest = take_manifest(self.window.persona.name, self._preset_name(), self.window.avatar, rate,
+                                     engine.fps, channels=channels)
             queue = engine.subscribe(1024)
             recorder = TakeRecorder(folder, manifest, queue, on_stopped=self.recorder_stopped.emit)
             recorder.start()
@@ -351,7 +351,7 @@ class RecordingController(QObject):
                 folder.rmdir()
             self.window.report_error("Cannot record", str(error))
             return False
-        engine.listen_audio(recorder.add_audio)
+        engine.listen_source_audio(recorder.add_audio)
         self.recorder, self._queue, self._engine = recorder, queue, engine
         self._watched = (self.window.persona.name, self._preset_name())
         self.window.engine.state_changed.connect(self._on_source)
@@ -384,7 +384,7 @@ class RecordingController(QObject):
 
     def _detach(self) -> None:
         if self._engine is not None:
-            self._engine.unlisten_audio(self.recorder.add_audio)
+            self._engine.unlisten_source_audio(self.recorder.add_audio)
             self._engine.unsubscribe(self._queue)
         self.window.engine.state_changed.disconnect(self._on_source)
         self.recorder, self._engine, self._queue = None, None, None

@@ -216,6 +216,7 @@ class Engine:
         self.prosody = ProsodyTracker()
         self._subscribers: list[FrameQueue] = []
         self._audio_listeners: list[Callable[[float, np.ndarray], None]] = []
+        self._source_audio_listeners: list[Callable[[float, np.ndarray, int], None]] = []
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._source = source
@@ -321,6 +322,23 @@ class Engine:
         with self._lock:
             if listener in self._audio_listeners:
                 self._audio_listeners.remove(listener)
+
+    def listen_source_audio(self, listener: Callable[[float, np.ndarray, int], None]) -> None:
+        """Call `listener(media_time_s, frames, rate)` on the engine thread with the source's audio as the source has
+        it (a microphone's at its device rate and channels, (n, channels) when stereo; a source without its own,
+        the analysed mono copy at ENGINE_RATE): what a take keeps. It must only copy."""
+        with self._lock:
+            self._source_audio_listeners.append(listener)
+
+    def unlisten_source_audio(self, listener: Callable[[float, np.ndarray, int], None]) -> None:
+        with self._lock:
+            if listener in self._source_audio_listeners:
+                self._source_audio_listeners.remove(listener)
+
+    def source_audio_format(self) -> tuple[int, int] | None:
+        """(rate, channels) of what `listen_source_audio` hands out now; None while no source is set."""
+        source = self._source
+        return source.capture_format if source is not None else None
 
     def start(self) -> None:
         if self.running:
@@ -530,16 +548,22 @@ class Engine:
         if source.error is not None or self.source_error is not None:
             self._idle_anchor = (self._media_now, self.monotonic())
             return
+        captured = source.captured_audio()
+        if captured is not None:
+            for listener in list(self._source_audio_listeners):
+                listener(self._source_offset + captured[0], captured[1], captured[2])
         if samples.size == 0:
             if source.finished:
                 self._flush_source_tail()
             return
         self._samples_seen = max(self._samples_seen, start + len(samples))
         samples = self._continuous(start, samples)
-        if self._audio_listeners and samples.size:
+        if samples.size:
             media = self._source_offset + (self._origin_hop * HOP + self._fed) / ENGINE_RATE
             for listener in list(self._audio_listeners):
                 listener(media, samples)
+            for listener in list(self._source_audio_listeners) if captured is None else ():
+                listener(media, samples, ENGINE_RATE)
         t0 = time.perf_counter()
         self.prosody.audible_db = AUDIBLE_DB - self.level.lift_db
         prosodies = self.prosody.push(samples)

@@ -1,4 +1,4 @@
-"""Single-producer, single-consumer ring buffer of float32 audio, stamped with sample positions.
+"""Single-producer, single-consumer ring buffer of float32 audio frames, stamped with sample positions.
 
 The audio callback (producer) only copies into it; the engine thread (consumer) drains it.
 No lock: the producer writes the samples before it publishes the new write position, and the
@@ -15,13 +15,17 @@ import numpy as np
 
 
 class AudioRing:
-    """float32 mono ring; positions count samples since the stream started (the media clock)."""
+    """float32 ring of `channels`-wide frames (a device's own layout: mono (n,), else (n, channels)); positions
+    count frames since the stream started (the media clock)."""
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, channels: int = 1) -> None:
         if capacity < 1:
             raise ValueError(f"AudioRing capacity={capacity} must be at least 1 sample")
+        if channels < 1:
+            raise ValueError(f"AudioRing channels={channels} must be at least 1")
         self.capacity = int(capacity)
-        self._data = np.zeros(self.capacity, np.float32)
+        self.channels = int(channels)
+        self._data = np.zeros((self.capacity, self.channels) if self.channels > 1 else self.capacity, np.float32)
         self._written = 0  # total samples ever written (published after the copy)
         self._read = 0  # total samples consumed or skipped
         self.dropped_samples = 0
@@ -34,8 +38,8 @@ class AudioRing:
         return self._written
 
     def write(self, samples: np.ndarray, monotonic_s: float | None = None) -> None:
-        """Producer side: copy samples in (the caller's buffer is not kept)."""
-        samples = np.asarray(samples, np.float32).reshape(-1)
+        """Producer side: copy frames in, (n,) or (n, channels) (the caller's buffer is not kept)."""
+        samples = np.asarray(samples, np.float32).reshape((-1, self.channels) if self.channels > 1 else -1)
         n = len(samples)
         if n == 0:
             return
@@ -53,12 +57,12 @@ class AudioRing:
         self.last_write_position = self._written
 
     def read_available(self) -> tuple[int, np.ndarray]:
-        """Consumer side: (sample position of the first returned sample, a private copy of all unread samples)."""
+        """Consumer side: (position of the first returned frame, a private copy of all unread frames)."""
         written = self._written
         start = max(self._read, written - self.capacity)
         n = written - start
         if n <= 0:
-            return self._read, np.zeros(0, np.float32)
+            return self._read, np.zeros(self._data[:0].shape, np.float32)
         index = start % self.capacity
         first = min(n, self.capacity - index)
         out = np.concatenate([self._data[index:index + first], self._data[: n - first]])

@@ -107,6 +107,16 @@ class AudioSource:
         """(media sample position of the first sample, float32 mono samples at ENGINE_RATE)."""
         raise NotImplementedError
 
+    @property
+    def capture_format(self) -> tuple[int, int]:
+        """(rate, channels) of the audio `captured_audio()` hands out: what a take of this source keeps."""
+        return ENGINE_RATE, 1
+
+    def captured_audio(self) -> tuple[float, np.ndarray, int] | None:
+        """The audio the latest `read_available()` consumed as the source has it, for a take to keep: (media time s
+        of its first frame, float32 frames (n,) or (n, channels), rate). None: the engine's copy is all there is."""
+        return None
+
 
 def close_stream(stream) -> None:
     """Abort and close a PortAudio stream; a vanished device may refuse, and the stream is gone either way."""
@@ -661,40 +671,97 @@ def resolve_input_device(device: int | str | None) -> int:
     return matches[0]
 
 
-def negotiate_input_rate(device: int) -> int:
-    """The first rate the device accepts: 16 kHz (no resampling), then 48k, 44.1k, its own default."""
+MAX_INPUT_CHANNELS = 2  # a take keeps stereo at most (as a file's audio); more device channels are not opened
+PULSE_DEVICES = ("pulse", "default")  # ALSA devices that may be PulseAudio's (or PipeWire's) plugin
+
+
+def pulse_source_format(environ: dict[str, str] | None = None) -> tuple[int, int] | None:
+    """(rate, channels) of the PulseAudio source that the ALSA `pulse` device records from (`PULSE_SOURCE`, else
+    the server's default), asked of `pactl`; None when no server or no pactl answers.
+
+    Through the plugin PortAudio reports 44.1 kHz and 32 channels whatever the source is, and captures at any
+    rate by resampling in PulseAudio; the source's own format is what a take should keep.
+    """
+    import os
+    import re
+    import subprocess
+
+    environ = os.environ if environ is None else environ
+
+    def pactl(*args: str) -> str:
+        return subprocess.run(["pactl", *args], capture_output=True, text=True, timeout=2.0, check=True,
+                              env=dict(environ, LC_ALL="C")).stdout
+
+    try:
+        name = environ.get("PULSE_SOURCE") or next(
+            (line.split(":", 1)[1].strip() for line in pactl("info").splitlines() if line.startswith("Default Source:")),
+            "")
+        for line in pactl("list", "short", "sources").splitlines():
+            fields = line.split("\t")
+            found = re.search(r"(\d+)ch (\d+)Hz", line)
+            if len(fields) > 1 and fields[1] == name and found:
+                return int(found.group(2)), int(found.group(1))
+    except (OSError, subprocess.SubprocessError):  # no pactl, no server, or it did not answer in time
+        return None
+    return None
+
+
+def negotiate_input_format(device: int, rate: int | None = None, channels: int | None = None) -> tuple[int, int]:
+    """(rate, channels) to capture `device` at: its own format, so a take keeps all of it (the engine analyses a
+    16 kHz mono copy). Its PulseAudio source's format through the `pulse` plugin, else PortAudio's default rate,
+    with as many channels as it has up to MAX_INPUT_CHANNELS; when the device refuses that, 48 kHz, 44.1 kHz
+    or 16 kHz and mono are tried. A `rate` or `channels` asked for is checked, and AudioDeviceError says why a
+    device refuses it."""
     sounddevice = _sounddevice()
 
-    default = int(sounddevice.query_devices(device)["default_samplerate"] or 0)
-    for rate in dict.fromkeys((ENGINE_RATE, 48000, 44100, default)):
-        if not rate:
-            continue
-        try:
-            sounddevice.check_input_settings(device=device, samplerate=rate, channels=1, dtype="float32")
-            return rate
-        except Exception:  # PortAudio rejects the rate: try the next
-            continue
-    raise AudioDeviceError(f"input device {device} accepts none of 16000, 48000, 44100, {default} Hz")
+    info = sounddevice.query_devices(device)
+    name, most = info["name"], int(info["max_input_channels"])
+    default_rate = int(info["default_samplerate"] or 0)
+    offered = f"it records up to {most} channel(s), by default at {default_rate} Hz"
+    if rate is not None and not (isinstance(rate, (int, np.integer)) and 8000 <= rate <= 384000):
+        raise AudioDeviceError(f"input sample rate {rate!r} for {name!r} is not allowed; use an integer 8000..384000 Hz")
+    if channels is not None and channels not in range(1, MAX_INPUT_CHANNELS + 1):
+        raise AudioDeviceError(f"input channels {channels!r} for {name!r} is not allowed; use 1 or 2")
+    if channels is not None and channels > most:
+        raise AudioDeviceError(f"input device {name!r} cannot record {channels} channels; {offered}")
+    own = pulse_source_format() if name in PULSE_DEVICES else None
+    own_rate, own_channels = own if own is not None else (default_rate, most)
+    rates = [rate] if rate is not None else [r for r in dict.fromkeys((own_rate, 48000, 44100, ENGINE_RATE)) if r]
+    layouts = ([channels] if channels is not None else
+               list(dict.fromkeys((max(1, min(own_channels, most, MAX_INPUT_CHANNELS)), 1))))
+    refusals = []
+    for candidate_rate in rates:
+        for candidate_channels in layouts:
+            try:
+                sounddevice.check_input_settings(device=device, samplerate=candidate_rate, channels=candidate_channels,
+                                                 dtype="float32")
+                return int(candidate_rate), int(candidate_channels)
+            except Exception as error:  # noqa: BLE001 - PortAudio refuses with its own error types: try the next
+                refusals.append(f"{candidate_rate} Hz x {candidate_channels}: {error}")
+    raise AudioDeviceError(f"input device {name!r} refuses every format tried ({'; '.join(refusals)}); {offered}")
 
 
 class MicrophoneSource(AudioSource):
-    """A live input device; its sample count is the media clock.
+    """A live input device at its own rate and channels (a take keeps them); its sample count is the media clock.
 
-    Captured in 5 ms blocks (`CAPTURE_BLOCK_S`) at PortAudio's low-latency setting, so a hop's
-    audio reaches the engine at most one short block after the device delivers it. Audio the ring
-    had to drop (the engine fell more than `ring_seconds` behind) still counts on the media clock:
-    the next samples are stamped where they really are, and `dropped_s` says how much was lost.
+    The engine reads a 16 kHz mono mix of it, resampled on the engine thread. Captured in 5 ms blocks
+    (`CAPTURE_BLOCK_S`) at PortAudio's low-latency setting, so a hop's audio reaches the engine at most one
+    short block after the device delivers it. Audio the ring had to drop (the engine fell more than
+    `ring_seconds` behind) still counts on the media clock: the next samples are stamped where they really
+    are, and `dropped_s` says how much was lost.
     """
 
-    def __init__(self, device: int | str | None = None, ring_seconds: float = 5.0) -> None:
+    def __init__(self, device: int | str | None = None, ring_seconds: float = 5.0, rate: int | None = None,
+                 channels: int | None = None) -> None:
         sounddevice = _sounddevice()
 
         self.device_index = resolve_input_device(device)
         self.device_name = sounddevice.query_devices(self.device_index)["name"]
         super().__init__(f"microphone {self.device_name}")
-        self.device_rate = negotiate_input_rate(self.device_index)
-        self._ring = AudioRing(int(ring_seconds * self.device_rate))
+        self.device_rate, self.channels = negotiate_input_format(self.device_index, rate, channels)
+        self._ring = AudioRing(int(ring_seconds * self.device_rate), self.channels)
         self._resampler = StreamResampler(self.device_rate, ENGINE_RATE, lead=True)
+        self._captured: tuple[float, np.ndarray, int] | None = None
         self._stream = None
         self._started_at = 0.0
         self._position = 0  # media position (ENGINE_RATE samples) of the next sample handed out
@@ -732,7 +799,7 @@ class MicrophoneSource(AudioSource):
         self.error = None
         try:
             self._stream = sounddevice.InputStream(
-                device=self.device_index, samplerate=self.device_rate, channels=1, dtype="float32",
+                device=self.device_index, samplerate=self.device_rate, channels=self.channels, dtype="float32",
                 callback=self._input_callback, latency="low", blocksize=int(self.device_rate * CAPTURE_BLOCK_S))
             alsa.enable_realtime(self._stream)
             self._stream.start()
@@ -745,7 +812,7 @@ class MicrophoneSource(AudioSource):
         self._state = "listening"
 
     def _input_callback(self, indata, frames, time_info, status) -> None:
-        self._ring.write(indata[:, 0])
+        self._ring.write(indata if self.channels > 1 else indata[:, 0])
         if status.input_overflow:
             self.overflows += 1
         self._notify()
@@ -774,10 +841,20 @@ class MicrophoneSource(AudioSource):
         elif time.monotonic() - last > timeout:
             self.fail(f"no audio from the input device for {timeout:.1f} s (unplugged?)")
 
+    @property
+    def capture_format(self) -> tuple[int, int]:
+        return self.device_rate, self.channels
+
+    def captured_audio(self) -> tuple[float, np.ndarray, int] | None:
+        return self._captured
+
     def read_available(self) -> tuple[int, np.ndarray]:
         self._check_device()
         written, at = self._ring.last_write_position, self._ring.last_write_monotonic
         raw_start, raw = self._ring.read_available()
+        # device frame i is media time (i + lead_in) / device_rate, as the engine copy made from it
+        media_s = (raw_start + self._resampler.lead_in) / self.device_rate
+        self._captured = (media_s, raw, self.device_rate) if len(raw) else None
         if written:  # the resampler's lead: media time runs lead_in device samples ahead of the device's count
             self.clock.observe((written + self._resampler.lead_in) / self.device_rate, at)
         if raw_start > self._raw_read:  # the ring dropped audio: resume at the true media position
@@ -786,7 +863,8 @@ class MicrophoneSource(AudioSource):
         self._raw_read = raw_start + len(raw)
         if raw.size:
             self._peak = max(self._peak, float(np.abs(raw).max()))
-        samples = self._resampler.push(raw) if raw.size else np.zeros(0, np.float32)
+        mono = raw.mean(axis=1) if raw.ndim == 2 else raw
+        samples = self._resampler.push(mono) if raw.size else np.zeros(0, np.float32)
         start = self._position
         self._position += len(samples)
         return start, samples

@@ -33,7 +33,7 @@ def bench_recording_overhead(seconds: float = 10.0, rounds: int = 3) -> dict:
                 manifest = take_manifest("default", "default", avatar, ENGINE_RATE, engine.fps, source="bench")
                 recorder = TakeRecorder(Path(folder) / f"take-{round_index}", manifest, engine.subscribe(1024), min_free_mb=1)
                 recorder.start()
-                engine.listen_audio(recorder.add_audio)
+                engine.listen_source_audio(recorder.add_audio)
             feeder = HopFeeder(audio)
             engine.set_source(feeder)
             index, due = 0, time.perf_counter()
@@ -46,7 +46,7 @@ def bench_recording_overhead(seconds: float = 10.0, rounds: int = 3) -> dict:
                 due += HOP_S
                 time.sleep(max(0.0, due - time.perf_counter()))
             if recorder is not None:
-                engine.unlisten_audio(recorder.add_audio)
+                engine.unlisten_source_audio(recorder.add_audio)
                 engine.unsubscribe(recorder.queue)
                 recorder.stop("bench")
                 written["bytes"] += recorder.bytes_written

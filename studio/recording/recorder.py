@@ -22,7 +22,8 @@ import numpy as np
 
 import studio
 from studio.avatar.model import AvatarModel
-from studio.engine.pipeline import FrameQueue
+from studio.engine.audio_file import RateConverter
+from studio.engine.pipeline import Engine, FrameQueue
 from studio.recording.take import (
     AUDIO,
     EVENTS,
@@ -47,6 +48,7 @@ WRITE_INTERVAL_S = 0.05
 MIN_FREE_MB = 200.0  # refuse to start, or stop cleanly, below this much free space
 WARN_FREE_MB = 2048.0  # below this, `low_space` says so (the window shows it beside REC)
 SILENT_PEAK = 10 ** (-60 / 20)  # a take whose loudest sample stays under -60 dBFS counts as silent
+MASTER_FORMAT = (48000, 2)  # a live take's audio while the engine has no source yet: any voice that comes keeps its band
 
 
 class DiskSpaceError(OSError):
@@ -77,11 +79,19 @@ def take_manifest(persona: str, preset: str, avatar: AvatarModel, sample_rate: i
     }
 
 
+def live_take_format(engine: Engine) -> tuple[int, int]:
+    """(rate, channels) for a live take of `engine`: its source's own (a microphone's device rate and channels; a
+    file or a line of text, the analysed 16 kHz mono copy), or MASTER_FORMAT while it has none."""
+    return engine.source_audio_format() or MASTER_FORMAT
+
+
 class TakeRecorder:
     """Records frames from `queue`, audio from `add_audio` and events from `add_event` into `folder`.
 
     Audio chunks carry the media time of their first sample; they are laid on the take's timeline
-    (sample 0 = the first frame's media time), silence filling gaps, so sound and frames stay aligned.
+    (sample 0 = the first frame's media time), silence filling gaps, so sound and frames stay aligned. Chunks at
+    another rate or channel count (the engine switched to a source of another format) are converted on the
+    writer thread, never on the caller's.
     """
 
     def __init__(self, folder: str | os.PathLike, manifest: dict, queue: FrameQueue,
@@ -97,7 +107,8 @@ class TakeRecorder:
         self.channels = int(manifest.get("channels") or 1)
         if self.channels not in (1, 2):
             raise ValueError(f"take manifest channels={self.channels!r}; allowed 1 or 2")
-        self._audio: deque[tuple[float, np.ndarray]] = deque()
+        self._audio: deque[tuple[float, np.ndarray, int]] = deque()
+        self._converter: _RateStream | None = None  # converting chunks at another rate to the take's
         self._events: deque[dict] = deque()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -133,14 +144,11 @@ class TakeRecorder:
         self._thread = threading.Thread(target=self._run, name="take-recorder", daemon=True)
         self._thread.start()
 
-    def add_audio(self, media_time_s: float, samples: np.ndarray) -> None:
-        """Queue input audio at the take's rate, (n,) or (n, channels) float32, whose first sample is at this media
-        time; a mono chunk for a stereo take is duplicated, a stereo one for a mono take averaged."""
-        samples = np.array(samples, np.float32, copy=True)
-        samples = samples.reshape(len(samples), -1)
-        if samples.shape[1] != self.channels:
-            samples = np.repeat(samples.mean(axis=1, keepdims=True, dtype=np.float32), self.channels, axis=1)
-        self._audio.append((float(media_time_s), samples))
+    def add_audio(self, media_time_s: float, samples: np.ndarray, rate: int | None = None) -> None:
+        """Queue audio, (n,) or (n, channels) float32 at `rate` (the take's when None), whose first sample is at this
+        media time. It only copies (the engine thread calls it); the writer thread duplicates a mono chunk for a
+        stereo take, averages a stereo one for a mono take, and resamples another rate to the take's."""
+        self._audio.append((float(media_time_s), np.array(samples, np.float32, copy=True), int(rate or self.sample_rate)))
 
     def add_event(self, kind: str, media_time_s: float, **data) -> None:
         """An operator event (expression trigger, persona or preset switch, cue line) at this media time."""
@@ -198,6 +206,8 @@ class TakeRecorder:
             for frame in self.queue.drain():
                 self._write_frame(frame)
             self._write_pending()
+            if self._converter is not None and self.first_media_s is not None:  # the filter's last samples
+                self._place_audio(*self._converter.finish())
         except OSError as error:  # e.g. the disk filled up between checks: keep what was written
             self.error = f"writing the take failed: {error}"
             self.stopped_reason = self.error
@@ -227,14 +237,36 @@ class TakeRecorder:
         while self._audio:
             if self.first_media_s is None:  # nothing to align to yet: kept until the first frame arrives
                 break
-            media, samples = self._audio.popleft()
-            position = int(round((media - self.first_media_s) * self.sample_rate))
-            if position < self.audio_samples:  # overlaps what is written (or before the take): keep only the new part
-                samples = samples[self.audio_samples - position:]
-                position = self.audio_samples
-            if position > self.audio_samples:  # a gap: silence keeps later sound on its time
-                self._append_audio(np.zeros((position - self.audio_samples, self.channels), np.float32))
-            self._append_audio(samples)
+            media, samples, rate = self._audio.popleft()
+            samples = samples.reshape(len(samples), -1)
+            if samples.shape[1] != self.channels:
+                samples = np.repeat(samples.mean(axis=1, keepdims=True, dtype=np.float32), self.channels, axis=1)
+            for media_s, converted in self._at_take_rate(media, samples, rate):
+                self._place_audio(media_s, converted)
+
+    def _at_take_rate(self, media: float, samples: np.ndarray, rate: int) -> list[tuple[float, np.ndarray]]:
+        """(media time, samples at the take's rate) for a chunk at `rate`: chunks that follow one another at another
+        rate go through one streaming converter; a gap, a new rate or a chunk at the take's rate ends it."""
+        out = []
+        if self._converter is not None and not self._converter.continues(media, rate):
+            out.append(self._converter.finish())
+            self._converter = None
+        if rate == self.sample_rate:
+            return [*out, (media, samples)]
+        if self._converter is None:
+            self._converter = _RateStream(media, rate, self.sample_rate, self.channels)
+        out.append(self._converter.push(samples))
+        return out
+
+    def _place_audio(self, media: float, samples: np.ndarray) -> None:
+        """Write samples at the take's rate and channels where their media time falls on the take's timeline."""
+        position = int(round((media - self.first_media_s) * self.sample_rate))
+        if position < self.audio_samples:  # overlaps what is written (or before the take): keep only the new part
+            samples = samples[self.audio_samples - position:]
+            position = self.audio_samples
+        if position > self.audio_samples:  # a gap: silence keeps later sound on its time
+            self._append_audio(np.zeros((position - self.audio_samples, self.channels), np.float32))
+        self._append_audio(samples)
 
     def _append_audio(self, samples: np.ndarray) -> None:
         if samples.size:
@@ -276,3 +308,31 @@ class TakeRecorder:
             self.error = f"finishing the take failed: {error}"
         if self.on_stopped is not None:
             self.on_stopped(self.stopped_reason or "stopped")
+
+
+class _RateStream:
+    """One run of chunks at another rate than the take's, converted as a stream (no seams between chunks); its output
+    sample j sits at the run's first media time plus j / to_rate."""
+
+    def __init__(self, media_s: float, from_rate: int, to_rate: int, channels: int) -> None:
+        self.start_s, self.from_rate, self.to_rate = media_s, from_rate, to_rate
+        self._converter = RateConverter(from_rate, to_rate, channels)
+        self._channels = channels
+        self._received = 0
+        self._produced = 0
+
+    def continues(self, media_s: float, rate: int) -> bool:
+        """Whether a chunk at `rate` starting at `media_s` follows this run without a gap (within one input sample)."""
+        return rate == self.from_rate and abs(media_s - (self.start_s + self._received / rate)) <= 1.0 / rate
+
+    def push(self, samples: np.ndarray) -> tuple[float, np.ndarray]:
+        self._received += len(samples)
+        return self._out(self._converter.push(samples))
+
+    def finish(self) -> tuple[float, np.ndarray]:
+        return self._out(self._converter.push(np.zeros((0, self._channels), np.float32), last=True))
+
+    def _out(self, converted: np.ndarray) -> tuple[float, np.ndarray]:
+        media = self.start_s + self._produced / self.to_rate
+        self._produced += len(converted)
+        return media, converted
