@@ -224,7 +224,7 @@ class StudioService:
 
     def start_recording(self, name: str | None = None) -> RecordingResult:
         from studio.avatar.io import default_avatar_path, load_avatar
-        from studio.recording.recorder import DiskSpaceError, TakeRecorder, take_manifest
+        from studio.recording.recorder import DiskSpaceError, TakeRecorder, live_take_format, take_manifest
         from studio.recording.take import new_take_folder
 
         with self._lock:
@@ -233,8 +233,9 @@ class StudioService:
             if name is not None and (self.recordings / name).exists():
                 raise ApiError("conflict", f"a take named {name!r} already exists")
             folder = new_take_folder(self.recordings, name)
+            rate, channels = live_take_format(self.engine)  # a microphone's own rate and channels
             manifest = take_manifest(self.persona.name, self.preset.name, load_avatar(default_avatar_path()),
-                                     ENGINE_RATE, self.engine.fps, source="api")
+                                     rate, self.engine.fps, source="api", channels=channels)
             queue = self.engine.subscribe(1024)
             recorder = TakeRecorder(folder, manifest, queue)
             try:
@@ -244,7 +245,7 @@ class StudioService:
                 if folder.is_dir() and not any(folder.iterdir()):
                     folder.rmdir()
                 raise ApiError("engine_error", str(error)) from None
-            self.engine.listen_audio(recorder.add_audio)
+            self.engine.listen_source_audio(recorder.add_audio)
             recorder.add_event("start", self.engine.media_time_now(), source="api")
             self._recorder, self._record_queue = recorder, queue
         self._event("recording_started", take=folder.name)
@@ -255,7 +256,7 @@ class StudioService:
             recorder = self._recorder
             if recorder is None:
                 raise ApiError("conflict", "not recording")
-            self.engine.unlisten_audio(recorder.add_audio)
+            self.engine.unlisten_source_audio(recorder.add_audio)
             manifest = recorder.stop(reason)
             self.engine.unsubscribe(self._record_queue)
             self._recorder = self._record_queue = None
