@@ -298,7 +298,7 @@ class AvatarMesh:
 
     def morph(self, arkit: np.ndarray, pose: np.ndarray | None = None) -> bool:
         """Update the moving prefix of `positions` and the shading prefix of `normals`; False if unchanged."""
-        arkit = np.asarray(arkit, np.float32)
+        arkit = self.model.morph_weights(arkit)  # the 52 ARKit weights, and the avatar's VRM emotions read from them
         pose_feature = None
         if self.pose_basis is not None and pose is not None:
             rotations = batch_rodrigues(pose[1:])

@@ -9,6 +9,8 @@
 - Face: each of the 52 ARKit shapes is the morph target or expression of that name (any case or separator, or
   a "perfect sync" name); shapes that are missing fall back to the VRM vowels (aa ih ou ee oh from jawOpen,
   mouthStretch, mouthPucker, mouthSmile, mouthFunnel), blinks and look expressions. `info["mapping"]` says which.
+  The VRM emotions (happy, angry, sad, relaxed, surprised; 0.x Joy, Angry, Sorrow, Fun) become extra expression
+  columns that `studio.avatar.emotions` drives from the ARKit weights, with their isBinary and override rules.
 - Look: base colour factor (times COLOR_0) per vertex, base colour textures packed in one atlas, alpha mask.
 """
 
@@ -21,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from studio.avatar.arkit import ARKIT_INDEX, ARKIT_NAMES, NUM_ARKIT, arkit_index
+from studio.avatar.emotions import EMOTION_SOURCES, EMOTIONS, ExpressionDrive
 from studio.avatar.gltf import GltfScene, read_gltf
 from studio.avatar.model import AvatarModel
 from studio.avatar.skeleton import JOINT_INDEX, NUM_JOINTS, PARENTS
@@ -127,7 +130,7 @@ def avatar_from_scene(scene: GltfScene, vrm: VrmInfo, overrides: dict | None = N
     regressor[:, count:] = np.eye(NUM_JOINTS, dtype=np.float32)
 
     cloth = _spring_weights(scene, vrm, smplx_of_node, node_weights, count)
-    expr, mapping = _expressions(scene, vrm, offsets, count, overrides)
+    expr, mapping, drive = _expressions(scene, vrm, offsets, count, overrides)
     colors, uvs, rects, alpha, atlas, shading = _look(scene, count)
     pad = lambda array, fill=0.0: np.vstack([array, np.full((NUM_JOINTS, array.shape[1]), fill, array.dtype)])  # noqa: E731
     has_face = bool(np.abs(expr).max(initial=0.0) > 0)
@@ -145,6 +148,7 @@ def avatar_from_scene(scene: GltfScene, vrm: VrmInfo, overrides: dict | None = N
         "fallback": mapping["fallback"],
         "humanoid": sorted(humanoid),
         "look_at": vrm.look_at,
+        "emotions": [] if drive is None else list(drive.emotions),
         "notes": notes,
         "mapping_file": str(mapping_file) if mapping_file is not None else None,
     }
@@ -155,7 +159,8 @@ def avatar_from_scene(scene: GltfScene, vrm: VrmInfo, overrides: dict | None = N
         joint_regressor=regressor,
         skin_weights=weights,
         shape_dirs=np.zeros((count + NUM_JOINTS, 3, 0), np.float32),
-        expr_dirs=np.concatenate([expr, np.zeros((NUM_JOINTS, 3, NUM_ARKIT), np.float32)]),
+        expr_dirs=np.concatenate([expr, np.zeros((NUM_JOINTS, 3, expr.shape[2]), np.float32)]),
+        expression_drive=drive,
         vertex_colors=pad(colors, 1.0),
         has_arkit_expressions=has_face,
         source=str(scene.path),
@@ -347,7 +352,35 @@ def _expressions(scene: GltfScene, vrm: VrmInfo, offsets: np.ndarray, count: int
     missing = [ARKIT_NAMES[k] for k in range(NUM_ARKIT) if k not in found]
     kind = ("arkit" if not missing else "arkit+vowels" if found and fell_back else "arkit (partial)" if found
             else "vowels" if fell_back else "none")
-    return expr, {"kind": kind, "missing": missing, "fallback": fell_back}
+    expr, drive = _emotion_columns(vrm, table, expr, found)
+    return expr, {"kind": kind, "missing": missing, "fallback": fell_back}, drive
+
+
+def _emotion_columns(vrm: VrmInfo, table: dict, expr: np.ndarray,
+                     found: set[int]) -> tuple[np.ndarray, ExpressionDrive | None]:
+    """`expr` with one more column per VRM emotion expression that moves vertices, and the drive for those columns.
+
+    An emotion whose source shapes (EMOTION_SOURCES) the avatar all has as ARKit shapes is left out: its own
+    ARKit shapes already show it, and driving both would double it up.
+    """
+    columns, expressions = [], []
+    for emotion in EMOTIONS:
+        expression = vrm.expressions.get(emotion) or next(
+            (x for name, x in vrm.expressions.items() if name.lower() == emotion), None)
+        if expression is None or all(ARKIT_INDEX[shape] in found for shape in EMOTION_SOURCES[emotion]):
+            continue
+        column = np.zeros(expr.shape[:2], np.float32)
+        for node, morph, weight in expression.binds:
+            for first, delta in table.get((node, morph), []):
+                column[first:first + len(delta)] += weight * delta
+        if np.abs(column).max(initial=0.0) > 0:
+            columns.append(column)
+            expressions.append((emotion, expression))
+    if not columns:
+        return expr, None
+    drive = ExpressionDrive(tuple(e for e, _ in expressions), tuple(x.is_binary for _, x in expressions),
+                            tuple(dict(x.overrides) for _, x in expressions))
+    return np.concatenate([expr, np.stack(columns, axis=2)], axis=2), drive
 
 
 def _arkit_column(name: str) -> int | None:
@@ -446,6 +479,8 @@ def describe_import(model: AvatarModel) -> str:
             + (f" (missing {', '.join(missing[:6])}{', …' if len(missing) > 6 else ''})" if missing else ""))
     if info.get("mapping_file"):
         face += f", mapping from {Path(str(info['mapping_file'])).name}"
+    if info.get("emotions"):
+        face += f"; emotions {', '.join(info['emotions'])} follow the face"
     notes = "; ".join(info.get("notes") or [])
     return f"{info.get('format', 'glTF')}{who}{licence}; {face}" + (f"; {notes}" if notes else "")
 

@@ -314,7 +314,7 @@ def smplx_arrays(model: AvatarModel) -> dict[str, np.ndarray]:
     vertex_count = model.num_vertices
     shapedirs = np.zeros((vertex_count, 3, SMPLX_BETA_COLUMNS + SMPLX_EXPRESSION_COLUMNS), np.float32)
     shapedirs[:, :, : model.num_betas] = model.shape_dirs
-    shapedirs[:, :, SMPLX_BETA_COLUMNS : SMPLX_BETA_COLUMNS + NUM_ARKIT] = model.expr_dirs
+    shapedirs[:, :, SMPLX_BETA_COLUMNS : SMPLX_BETA_COLUMNS + NUM_ARKIT] = model.expr_dirs[:, :, :NUM_ARKIT]
     posedirs = model.pose_dirs if model.pose_dirs is not None else np.zeros((vertex_count, 3, NUM_POSE_CORRECTIVES), np.float32)
     kintree = np.array([[p if p >= 0 else 4294967295 for p in model.parents], range(NUM_JOINTS)], np.int64)
     landmark_faces = np.linspace(0, len(model.faces) - 1, NUM_LANDMARKS).astype(np.int64)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from studio.avatar.arkit import ARKIT_NAMES, NUM_ARKIT
+from studio.avatar.emotions import ExpressionDrive, morph_weights
 from studio.avatar.skeleton import NUM_JOINTS, PARENTS
 
 NUM_POSE_CORRECTIVES = (NUM_JOINTS - 1) * 9  # 486, as in SMPL-X
@@ -37,6 +38,8 @@ class AvatarModel:
     `expr_dirs[:, :, k]` is the full-weight displacement of ARKit shape k; expression
     displacements, like shape ones, are added before the joint regressor, so a shape
     that touched a regressor vertex would move a joint: the format forbids it.
+    An imported avatar may carry more columns after the 52 (its VRM emotion expressions); its
+    `expression_drive` says how they follow the ARKit weights (`morph_weights`).
     """
 
     name: str
@@ -45,7 +48,7 @@ class AvatarModel:
     joint_regressor: np.ndarray  # (55, V) float32
     skin_weights: np.ndarray  # (V, 55) float32, rows sum to 1
     shape_dirs: np.ndarray  # (V, 3, B) float32
-    expr_dirs: np.ndarray  # (V, 3, 52) float32, ARKit order
+    expr_dirs: np.ndarray  # (V, 3, 52 + E) float32, ARKit order, then E extra expressions (see expression_drive)
     pose_dirs: np.ndarray | None = None  # (V, 3, 486) float32 or None
     parents: tuple[int, ...] = PARENTS
     part_labels: np.ndarray | None = None  # (V,) uint8 index into part_names
@@ -63,6 +66,7 @@ class AvatarModel:
     # Per vertex: shade colour (linear), kind (0 lit as the studio lights, 1 MToon-like toon, 2 unlit), shift, toony.
     shading: np.ndarray | None = None  # (V, 6) float32
     cloth_weights: np.ndarray | None = None  # (V, 4) float32: how much each vertex follows each cloth spring (VRM springs)
+    expression_drive: ExpressionDrive | None = None  # how expression columns past the 52 ARKit ones are driven
     info: Mapping[str, object] = field(default_factory=dict)  # what an importer reports: meta, mapping, notes
 
     def __post_init__(self) -> None:
@@ -78,6 +82,10 @@ class AvatarModel:
     @property
     def num_betas(self) -> int:
         return int(self.shape_dirs.shape[2])
+
+    def morph_weights(self, arkit: np.ndarray) -> np.ndarray:
+        """The weights of every `expr_dirs` column for the engine's 52 ARKit weights (FrameState.arkit)."""
+        return morph_weights(self.expression_drive, int(self.expr_dirs.shape[2]), arkit)
 
     def rest_joints(self, betas: np.ndarray | None = None) -> np.ndarray:
         """Joint positions (55, 3) of the shaped rest mesh."""
@@ -151,7 +159,12 @@ def validate_arrays(model: AvatarModel) -> None:
     if abs(row_sums[worst] - 1) > 1e-3:
         _fail(model, f"'weights' row {worst} sums to {row_sums[worst]:.4f}; skinning weights must sum to 1")
     _check_array(model, "shapedirs", model.shape_dirs, (vertex_count, 3, None))
-    _check_array(model, "expression dirs", model.expr_dirs, (vertex_count, 3, NUM_ARKIT))
+    _check_array(model, "expression dirs", model.expr_dirs, (vertex_count, 3, None))
+    drive = model.expression_drive
+    columns = NUM_ARKIT if drive is None else drive.columns
+    if model.expr_dirs.shape[2] != columns:
+        _fail(model, f"'expression dirs' has {model.expr_dirs.shape[2]} columns, expected {columns} "
+                     f"(52 ARKit shapes{'' if drive is None else ' and ' + ', '.join(drive.emotions)})")
     if model.pose_dirs is not None:
         _check_array(model, "posedirs", model.pose_dirs, (vertex_count, 3, NUM_POSE_CORRECTIVES))
     if len(model.parents) != NUM_JOINTS or model.parents[0] != -1 or any(

@@ -89,7 +89,7 @@ def lbs(
     """
     shaped = model.v_template.astype(np.float64)
     shaped = shaped + model.shape_dirs.astype(np.float64) @ _padded(betas, model.num_betas)
-    shaped = shaped + model.expr_dirs.astype(np.float64) @ _padded(expression, NUM_ARKIT)
+    shaped = shaped + model.expr_dirs.astype(np.float64) @ model.morph_weights(_padded(expression, NUM_ARKIT))
     joints = model.joint_regressor.astype(np.float64) @ shaped
     full_pose = np.zeros((NUM_JOINTS, 3)) if pose is None else np.asarray(pose, np.float64).reshape(NUM_JOINTS, 3)
     rotmats = batch_rodrigues(full_pose)
