@@ -286,4 +286,6 @@ def _head_box(model: AvatarModel) -> tuple[np.ndarray, np.ndarray]:
     """Rest-pose bounding box (low, high corners) of the vertices the head joints mostly carry."""
     head = model.skin_weights[:, list(_HEAD_JOINTS)].sum(axis=1) > 0.5
     points = model.v_template[head] if head.any() else model.v_template
+    if np.ptp(points[:, 1]) < 1e-6:  # no head bone (an imported avatar): only its joints' points, all in one place
+        points = model.v_template
     return points.min(axis=0).astype(np.float64), points.max(axis=0).astype(np.float64)

@@ -48,7 +48,7 @@ from widgets.panels.common import MessageLine, blocked
 
 COLUMNS = ("Channel", "Drives", "Source", "Weight", "Matched")
 CHANNEL, KIND, SOURCE, WEIGHT, MATCHED = range(len(COLUMNS))
-MISSING_BACKGROUND = QColor("#4a3420")  # amber: the engine drives this channel, the avatar shows nothing
+MISSING_BACKGROUND = QColor("#3d3024")  # amber: the engine drives this channel, the avatar shows nothing
 PROBLEM_FOREGROUND = QColor("#ff8a80")
 EDITED_FOREGROUND = QColor("#8fb3ff")
 PREVIEW_SIZE = (300, 340)
@@ -180,6 +180,7 @@ class MappingDialog(QDialog):
         table.setEditTriggers(QAbstractItemView.EditTrigger.DoubleClicked | QAbstractItemView.EditTrigger.EditKeyPressed
                               | QAbstractItemView.EditTrigger.SelectedClicked)
         table.setAlternatingRowColors(True)
+        table.verticalHeader().setDefaultSectionSize(table.fontMetrics().height() + 8)
         header = table.horizontalHeader()
         for column, mode in ((CHANNEL, QHeaderView.ResizeMode.ResizeToContents),
                              (KIND, QHeaderView.ResizeMode.ResizeToContents),
@@ -286,7 +287,7 @@ class MappingDialog(QDialog):
         """Select the row of an ARKit shape or bone (as a click would) and return its index."""
         index = self.mapping.rows.index(self.mapping.row(channel))
         self.table.selectRow(index)
-        self.table.scrollToItem(self.table.item(index, CHANNEL))
+        self.table.scrollToItem(self.table.item(index, CHANNEL), QAbstractItemView.ScrollHint.PositionAtCenter)
         return index
 
     def _on_selection(self) -> None:

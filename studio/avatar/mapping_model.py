@@ -169,8 +169,9 @@ class MappingModel:
 
     def summary(self) -> str:
         """One line: how many of the 52 shapes and of the engine's bones are driven, and from where."""
-        shapes = sum(not row.missing for row in self.rows if row.kind == "arkit")
-        bones = sum(not row.missing for row in self.rows if row.kind == "bone")
+        broken = {problem.split(":", 1)[0].removeprefix("Row ") for problem in self.problems()}
+        shapes = sum(not row.missing and row.channel not in broken for row in self.rows if row.kind == "arkit")
+        bones = sum(not row.missing and row.channel not in broken for row in self.rows if row.kind == "bone")
         where = (f"mapping file {self.mapping_path.name} (unreadable: the automatic mapping is shown)" if self.file_problem
                  else f"mapping file {self.mapping_path.name}" if self.mapping_path.is_file() else "no mapping file yet")
         return f"{shapes} of {NUM_ARKIT} ARKit shapes and {bones} of {len(BONE_NAMES)} bones driven; {where}"

@@ -140,3 +140,18 @@ def test_a_bad_entry_is_named_and_not_saved_and_cancel_discards(qtbot, window, g
     qtbot.mouseClick(dialog.buttons.button(dialog.buttons.StandardButton.Cancel), Qt.MouseButton.LeftButton)
     assert mapping_file.read_text() == "# mine\narkit:\n  cheekPuff: mouthFunnel\n"
     assert window.findChild(MappingDialog) is None or not window.findChild(MappingDialog).isVisible()
+
+
+def test_a_bone_set_to_none_is_saved_and_the_avatar_without_it_still_opens(qtbot, window, glb):
+    """With no head bone, the head close-up used to frame a zero-height box (a division by zero in the camera)."""
+    assert window.open_avatar(glb)
+    dialog = window.edit_mapping()
+    qtbot.waitExposed(dialog)
+    _choose_source(qtbot, dialog, "head", "none")
+    assert dialog.table.item(dialog.mapping.index[("bone", "head")], SOURCE).text() == "none"
+    dialog.preview_image()
+    assert dialog.save()
+    assert yaml.safe_load((glb.parent / "blender_humanoid.mapping.yaml").read_text())["bones"] == {"head": "none"}
+    assert "head" not in window.avatar.info["humanoid"]
+    window.viewport.frame_head()
+    assert window.viewport.render_image()[:, :, :3].std() > 5
