@@ -226,6 +226,7 @@ class MainWindow(QMainWindow):
         self.api = window_api_switch(self)
         self.outputs_dock = self.add_dock("Outputs", "outputsDock", OutputsPanel(self.live_links, api=self.api),
                                           Qt.DockWidgetArea.RightDockWidgetArea)
+        self.outputs_dock.widget().approval_asked.connect(self._client_asks)
         self.workspaces.install([self.panels.operator_dock, self.latency_dock, self.drift.dock, self.panels.persona_dock,
                                  self.panels.editor_dock, self.panels.preset_dock, self.inspector_dock,
                                  self.recording.dock, self.outputs_dock])
@@ -508,6 +509,12 @@ class MainWindow(QMainWindow):
     def show_notice(self, text: str) -> None:
         """Something the user should know that is no error (a status-bar message, no dialog)."""
         self.statusBar().showMessage(text, 15000)
+
+    def _client_asks(self, name: str) -> None:
+        """A control API client waits for the operator's Allow or Deny in the Outputs panel: bring it forward, say so."""
+        self.outputs_dock.raise_()
+        self.show_notice(f"Client '{name}' wants to control the avatar: Allow or Deny it in the Outputs panel")
+        QApplication.alert(self)
 
     def _on_engine_state(self, state: str) -> None:
         self.source_label.setText(f"Source: {state.split(' — ')[0]}")  # the reason goes to a dialog, whole

@@ -4,7 +4,7 @@
   platform's) readable by its owner only; `avatar-studio serve --show-token` prints it, `--new-token` replaces it.
 - Client names, as VTube Studio's plugin API has them: the operator approves a name once and it is kept in
   `api-clients.json`; a denied name is always refused. With `require_approval` an unknown name is asked about
-  (the `approver` hook, e.g. a dialog in the window) or refused; without it, the token is the approval.
+  (the `approver` hook: the window asks its operator) or refused; without it, the token is the approval.
 - Paths a client names are resolved (symlinks and `..` included) and must lie inside an allowed folder.
 """
 
@@ -122,16 +122,17 @@ class ClientNames:
     """Approved and denied client names, kept in `api-clients.json` in the user config folder."""
 
     def __init__(self, path: Path | None = None, require_approval: bool | None = None,
-                 approver: Callable[[str], bool] | None = None) -> None:
+                 approver: Callable[[str], tuple[bool, str]] | None = None) -> None:
+        """`require_approval` overrides the file's setting for this run only (the file keeps its own);
+        `approver(name)` -> (admitted, why not) is asked, off the event loop, about a name never approved."""
         self.path = path or user_config_dir() / CLIENTS_FILE
-        self.approver = approver  # asked (off the event loop) about a name never seen, when approval is required
+        self.approver = approver
         self._lock = threading.Lock()
         self.approved: set[str] = set()
         self.denied: set[str] = set()
-        self.require_approval = False
+        self._stored_require_approval = False
         self._load()
-        if require_approval is not None:
-            self.require_approval = bool(require_approval)
+        self.require_approval = self._stored_require_approval if require_approval is None else bool(require_approval)
 
     def _load(self) -> None:
         try:
@@ -144,11 +145,11 @@ class ClientNames:
             raise ValueError(f"{self.path}: expected {{\"require_approval\": bool, \"approved\": [names], \"denied\": [names]}}")
         self.approved = {str(name) for name in data.get("approved", [])}
         self.denied = {str(name) for name in data.get("denied", [])}
-        self.require_approval = bool(data.get("require_approval", False))
+        self._stored_require_approval = bool(data.get("require_approval", False))
 
     def save(self) -> None:
         with self._lock:
-            data = {"require_approval": self.require_approval, "approved": sorted(self.approved),
+            data = {"require_approval": self._stored_require_approval, "approved": sorted(self.approved),
                     "denied": sorted(self.denied)}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(self.path, json.dumps(data, indent=2) + "\n")
@@ -158,6 +159,16 @@ class ClientNames:
             self.approved.add(name)
             self.denied.discard(name)
         self.save()
+
+    def revoke(self, name: str) -> None:
+        """Forget an approval: the name is asked about again (or refused) from its next connection on."""
+        with self._lock:
+            self.approved.discard(name)
+        self.save()
+
+    def approved_names(self) -> list[str]:
+        with self._lock:
+            return sorted(self.approved)
 
     def deny(self, name: str) -> None:
         with self._lock:
@@ -172,12 +183,13 @@ class ClientNames:
         if name in self.approved or not self.require_approval:
             return True, ""
         approver = self.approver
-        if approver is not None and approver(name):
-            self.approve(name)
-            return True, ""
-        how = "the operator did not approve it" if approver is not None else \
-            f"approve it with `avatar-studio serve --approve {name!r}`"
-        return False, f"client {name!r} is not approved; {how}"
+        if approver is None:
+            return False, f"client {name!r} is not approved; approve it with `avatar-studio serve --approve {name!r}`"
+        admitted, why = approver(name)
+        if not admitted:
+            return False, f"client {name!r} is not approved: {why}"
+        self.approve(name)
+        return True, ""
 
 
 # ---------------------------------------------------------------- folders

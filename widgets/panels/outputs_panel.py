@@ -2,7 +2,9 @@
 second, the tracker's state, errors in plain words; and where each region's motion comes from.
 
 The links themselves are studio.interop.links.LiveLinks (Qt-free); this panel edits their settings and reads
-their status twice a second. The control API row switches studio.api.switch.ApiSwitch (loopback only).
+their status twice a second. The control API row switches studio.api.switch.ApiSwitch (loopback only), asks the
+operator about each client name not approved yet (Allow / Deny, while the client waits) and lists the approved
+names, each revocable.
 """
 
 from __future__ import annotations
@@ -10,12 +12,13 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
     QFormLayout,
+    QFrame,
     QGridLayout,
     QHBoxLayout,
     QLabel,
@@ -122,6 +125,15 @@ class ApiRow:
         self.token.setObjectName("apiToken")
         self.token.setReadOnly(True)
         self.token.setToolTip("Clients send this token first; it is kept readable by you only")
+        self.requests = QVBoxLayout()  # one row per client name waiting for the operator's answer
+        self.requests.setContentsMargins(0, 0, 0, 0)
+        self.prompts: dict[str, tuple[QFrame, QPushButton, QPushButton]] = {}
+        self.approved = QComboBox()
+        self.approved.setObjectName("apiApproved")
+        self.approved.setToolTip("Client names you allowed; they connect without asking until revoked")
+        self.approved.setPlaceholderText("no client approved yet")
+        self.revoke = QPushButton("Revoke")
+        self.revoke.setToolTip("Forget this approval and disconnect the client; it is asked about again next time")
         self.copy = QPushButton("Copy")
         self.copy.setToolTip("Copy the token to the clipboard")
         self.renew = QPushButton("New token")
@@ -136,14 +148,22 @@ class ApiRow:
         tokens.addWidget(self.token, 1)
         tokens.addWidget(self.copy)
         tokens.addWidget(self.renew)
+        approved = QHBoxLayout()
+        approved.addWidget(QLabel("Approved"))
+        approved.addWidget(self.approved, 1)
+        approved.addWidget(self.revoke)
         layout.addLayout(top)
         layout.addWidget(self.status)
+        layout.addLayout(self.requests)
         layout.addLayout(tokens)
+        layout.addLayout(approved)
+        self.revoke.clicked.connect(self._revoke)
         self.enabled.toggled.connect(self.apply)
         self.port.editingFinished.connect(self._port_changed)
         self.copy.clicked.connect(lambda: QGuiApplication.clipboard().setText(self.token.text()))
         self.renew.clicked.connect(lambda: self._show_token(self.api.new_token))
         self._show_token(self.api.token)
+        self._show_approved()
 
     def _show_token(self, get_token) -> None:
         try:
@@ -173,10 +193,68 @@ class ApiRow:
         else:
             self.status.setText(self.api.error or "off")
         self.status.setStyleSheet("color: #ff8a80;" if self.api.error and not self.api.running else "color: #8b8f98;")
+        self._show_requests()
+        self._show_approved()
+
+    def _show_requests(self) -> None:
+        """A row for each client waiting to be allowed; a row whose client stopped waiting goes."""
+        waiting = self.api.approvals.waiting()
+        for name in [name for name in self.prompts if name not in waiting]:
+            self.prompts.pop(name)[0].deleteLater()
+        for name in waiting:
+            if name not in self.prompts:
+                self._add_prompt(name)
+                self.panel.approval_asked.emit(name)
+
+    def _add_prompt(self, name: str) -> None:
+        frame = QFrame()
+        frame.setObjectName("apiRequest")
+        frame.setStyleSheet("QFrame#apiRequest { border: 1px solid #e5c07b; border-radius: 3px; background: #2e2a1f; }")
+        text = QLabel(f"Client '{name}' wants to control the avatar")
+        text.setWordWrap(True)
+        text.setStyleSheet("color: #e5c07b; border: none;")
+        allow, deny = QPushButton("Allow"), QPushButton("Deny")
+        allow.setToolTip(f"Let '{name}' control the avatar now and whenever it connects again (revocable below)")
+        deny.setToolTip(f"Refuse '{name}' this time; it is asked about again if it reconnects")
+        row = QHBoxLayout(frame)
+        row.setContentsMargins(6, 4, 6, 4)
+        row.addWidget(text, 1)
+        row.addWidget(allow)
+        row.addWidget(deny)
+        allow.clicked.connect(lambda: self.answer(name, True))
+        deny.clicked.connect(lambda: self.answer(name, False))
+        self.requests.addWidget(frame)
+        self.prompts[name] = (frame, allow, deny)
+
+    def answer(self, name: str, allowed: bool) -> None:
+        self.api.approvals.answer(name, allowed)
+        prompt = self.prompts.pop(name, None)
+        if prompt is not None:
+            prompt[0].deleteLater()
+
+    def _show_approved(self) -> None:
+        names = self.api.approved_names()
+        shown = [self.approved.itemText(i) for i in range(self.approved.count())]
+        if names != shown:
+            current = self.approved.currentText()
+            self.approved.clear()
+            self.approved.addItems(names)
+            if current in names:
+                self.approved.setCurrentText(current)
+        self.approved.setEnabled(bool(names))
+        self.revoke.setEnabled(bool(names))
+
+    def _revoke(self) -> None:
+        name = self.approved.currentText()
+        if name:
+            self.api.revoke(name)
+            self._show_approved()
 
 
 class OutputsPanel(QWidget):
     """Live links to other programs; `links` is the Qt-free model behind it."""
+
+    approval_asked = Signal(str)  # a client name waits for the operator's Allow or Deny here
 
     def __init__(self, links: LiveLinks, settings_path: Path | None = None, api: ApiSwitch | None = None) -> None:
         """`settings_path`: where addresses, ports, rates and region sources are kept (the user's config by default);

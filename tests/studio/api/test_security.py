@@ -48,9 +48,15 @@ def test_client_names_are_approved_denied_and_asked_about(tmp_path):
     strict.approve("chatbot")
     assert ClientNames(path).decide("chatbot")[0]  # kept in the file
     asked = []
-    asking = ClientNames(path, require_approval=True, approver=lambda name: asked.append(name) or name == "deck")
-    assert asking.decide("deck")[0] and not asking.decide("intruder")[0] and asked == ["deck", "intruder"]
-    assert "deck" in json.loads(path.read_text())["approved"]
+    asking = ClientNames(path, require_approval=True,
+                         approver=lambda name: (asked.append(name) or name == "deck", "the operator denied it"))
+    assert asking.decide("deck")[0] and asked == ["deck"]
+    assert asking.decide("intruder") == (False, "client 'intruder' is not approved: the operator denied it")
+    saved = json.loads(path.read_text())
+    assert "deck" in saved["approved"] and saved["require_approval"] is False  # a run's override is not written
+    asking.revoke("deck")
+    assert asking.approved_names() == ["chatbot"]
+    assert asking.decide("deck")[0] and asked == ["deck", "intruder", "deck"]  # asked again after the revoke
     asking.deny("deck")
     admitted, why = ClientNames(path).decide("deck")
     assert not admitted and "denied" in why

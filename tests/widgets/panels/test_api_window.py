@@ -68,7 +68,7 @@ def test_a_client_setting_persona_and_preset_updates_the_windows_panels(qtbot, s
         panels = window.panels
         assert (panels.persona_doc.item.name, window.presets.preset.name) == ("default", "default")
         served = serve(qtbot, window)
-        security.ClientNames().approve("show-control")
+        window.api.names.approve("show-control")  # as the operator's Allow does
 
         async def switch() -> list[dict]:
             client, answer = await Client.connect(served, "show-control")
@@ -111,7 +111,7 @@ def test_switching_the_api_off_while_a_command_waits_for_the_window_returns_at_o
     """The operator switches the API off while a client's persona change waits for the GUI thread: no deadlock."""
     with closing(studio_window(real_engine=True)) as window:  # closed even when the test fails (stops the server)
         served = serve(qtbot, window)
-        security.ClientNames().approve("late")
+        window.api.names.approve("late")
         service = window.api.thread.server.service
         asked = threading.Event()
         gui_call = service.gui.call
@@ -135,3 +135,78 @@ def test_switching_the_api_off_while_a_command_waits_for_the_window_returns_at_o
         reply = finished(qtbot, scenario)
         assert reply is None or reply["error"]["code"] == "engine_error", reply
         assert window.persona.name == "default"
+
+
+def test_a_new_client_waits_until_the_operator_allows_or_denies_it_and_an_approval_is_kept(qtbot, studio_window) -> None:
+    with closing(studio_window(real_engine=True)) as window:
+        row = window.outputs_dock.widget().api_row
+        served = serve(qtbot, window)
+        notices = []
+        window.outputs_dock.widget().approval_asked.connect(notices.append)
+
+        async def deck() -> list[dict | None]:
+            client, answer = await Client.connect(served, "stream-deck")  # waits here for the operator
+            replies = [answer, await client.request("status")]
+            await client.close()
+            return replies
+
+        scenario = InThread(deck())
+        qtbot.waitUntil(lambda: "stream-deck" in row.prompts, timeout=WAIT_MS)
+        frame, allow, _deny = row.prompts["stream-deck"]
+        qtbot.waitUntil(frame.isVisible, timeout=WAIT_MS)  # on screen: the dock is brought forward
+        assert notices == ["stream-deck"]
+        assert "Client 'stream-deck' wants to control the avatar" in window.statusBar().currentMessage()
+        assert not scenario.done()  # no answer before the operator's
+        qtbot.mouseClick(allow, Qt.MouseButton.LeftButton)
+        answer, status = finished(qtbot, scenario)
+        assert answer["ok"] and status["ok"] and status["result"]["persona"] == "default", (answer, status)
+        assert "stream-deck" not in row.prompts
+        qtbot.waitUntil(lambda: row.approved.findText("stream-deck") >= 0, timeout=WAIT_MS)
+        assert security.ClientNames().approved_names() == ["stream-deck"]  # kept in the user config folder
+
+        async def intruder() -> tuple[dict | None, dict | None]:
+            client, answer = await Client.connect(served, "intruder")
+            closed = await client.receive()
+            await client.session.close()
+            return answer, closed
+
+        scenario = InThread(intruder())
+        qtbot.waitUntil(lambda: "intruder" in row.prompts, timeout=WAIT_MS)
+        qtbot.mouseClick(row.prompts["intruder"][2], Qt.MouseButton.LeftButton)
+        refused, closed = finished(qtbot, scenario)
+        assert not refused["ok"] and refused["error"]["code"] == "not_approved", refused
+        assert refused["error"]["message"] == "client 'intruder' is not approved: the operator denied it"
+        assert closed is None  # and the connection is closed
+        assert security.ClientNames().approved_names() == ["stream-deck"]
+
+        window.api.approvals.wait_s = 0.5  # an operator who never answers: the client is refused, not left hanging
+        scenario = InThread(Client.connect(served, "unanswered"))
+        client, ignored = finished(qtbot, scenario)
+        assert ignored["error"]["code"] == "not_approved" and "did not answer within 0.5 s" in ignored["error"]["message"]
+        run(client.session.close())
+        qtbot.waitUntil(lambda: not row.prompts, timeout=WAIT_MS)
+
+    with closing(studio_window(real_engine=True)) as window:  # the next session remembers the approval
+        row = window.outputs_dock.widget().api_row
+        assert [row.approved.itemText(i) for i in range(row.approved.count())] == ["stream-deck"]
+        served = serve(qtbot, window)
+        window.api.approvals.wait_s = 0.5  # were it asked about, it would be refused at once
+
+        async def again() -> tuple[dict | None, dict | None, dict | None]:
+            client, answer = await Client.connect(served, "stream-deck")
+            status = await client.request("status")
+            revoked = await client.receive()  # the operator revokes it while it is connected
+            await client.session.close()
+            return answer, status, revoked
+
+        scenario = InThread(again())
+        qtbot.waitUntil(lambda: window.api.client_count() == 1, timeout=WAIT_MS)
+        assert not row.prompts
+        row.approved.setCurrentText("stream-deck")
+        qtbot.mouseClick(row.revoke, Qt.MouseButton.LeftButton)
+        answer, status, revoked = finished(qtbot, scenario)
+        assert answer["ok"] and status["ok"] and revoked is None, (answer, status, revoked)
+        assert security.ClientNames().approved_names() == [] and row.approved.count() == 0
+        client, asked_again = finished(qtbot, InThread(Client.connect(served, "stream-deck")))
+        assert asked_again["error"]["code"] == "not_approved"  # asked about again (and not answered here)
+        run(client.session.close())

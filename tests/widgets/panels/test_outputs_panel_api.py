@@ -47,6 +47,7 @@ def test_the_outputs_panel_switches_the_control_api_on_the_windows_engine(qtbot,
     token = row.token.text()
     assert token == security.load_or_create_token()
     served = Served(port, token, service=None, thread=None, media=Path(), recordings=Path())
+    window.api.names.approve("panel-test")  # as the operator's Allow does (tests/widgets/panels/test_api_window.py)
 
     async def talk() -> tuple[dict, dict, int, dict, dict | None]:
         client, answer = await Client.connect(served, "panel-test")
