@@ -336,7 +336,8 @@ class Engine:
                 self._source_audio_listeners.remove(listener)
 
     def source_audio_format(self) -> tuple[int, int] | None:
-        """(rate, channels) of what `listen_source_audio` hands out now; None while no source is set."""
+        """(rate, channels) of the source's own audio that `listen_source_audio` hands out now (a microphone's); None
+        while no source is set or it hands out the engine's copy."""
         source = self._source
         return source.capture_format if source is not None else None
 

@@ -108,9 +108,10 @@ class AudioSource:
         raise NotImplementedError
 
     @property
-    def capture_format(self) -> tuple[int, int]:
-        """(rate, channels) of the audio `captured_audio()` hands out: what a take of this source keeps."""
-        return ENGINE_RATE, 1
+    def capture_format(self) -> tuple[int, int] | None:
+        """(rate, channels) of the audio `captured_audio()` hands out, what a take of this source keeps; None for a
+        source with no audio of its own beside the engine's copy."""
+        return None
 
     def captured_audio(self) -> tuple[float, np.ndarray, int] | None:
         """The audio the latest `read_available()` consumed as the source has it, for a take to keep: (media time s

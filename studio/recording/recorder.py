@@ -48,7 +48,7 @@ WRITE_INTERVAL_S = 0.05
 MIN_FREE_MB = 200.0  # refuse to start, or stop cleanly, below this much free space
 WARN_FREE_MB = 2048.0  # below this, `low_space` says so (the window shows it beside REC)
 SILENT_PEAK = 10 ** (-60 / 20)  # a take whose loudest sample stays under -60 dBFS counts as silent
-MASTER_FORMAT = (48000, 2)  # a live take's audio while the engine has no source yet: any voice that comes keeps its band
+MASTER_FORMAT = (48000, 2)  # a live take's audio unless a microphone sets it: any voice that comes later keeps its band
 
 
 class DiskSpaceError(OSError):
@@ -80,8 +80,9 @@ def take_manifest(persona: str, preset: str, avatar: AvatarModel, sample_rate: i
 
 
 def live_take_format(engine: Engine) -> tuple[int, int]:
-    """(rate, channels) for a live take of `engine`: its source's own (a microphone's device rate and channels; a
-    file or a line of text, the analysed 16 kHz mono copy), or MASTER_FORMAT while it has none."""
+    """(rate, channels) for a live take of `engine`: its microphone's own rate and channels while it listens to one;
+    otherwise MASTER_FORMAT, so a microphone started during the take (or the engine's 16 kHz copy of a file or a
+    line of text, resampled by the writer) loses nothing to the take's format."""
     return engine.source_audio_format() or MASTER_FORMAT
 
 

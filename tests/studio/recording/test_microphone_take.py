@@ -87,8 +87,8 @@ def test_a_microphone_take_and_its_exports_keep_the_devices_48_khz_stereo(stereo
     microphone = MicrophoneSource("pulse")
     assert microphone.capture_format == (RATE, 2)
     engine = Engine(microphone)
-    assert live_take_format(engine) == (RATE, 2)
-    manifest = take_manifest("default", "default", avatar, RATE, engine.fps, channels=2)
+    rate, channels = live_take_format(engine)  # as the window and the API begin a take
+    manifest = take_manifest("default", "default", avatar, rate, engine.fps, channels=channels)
     recorder = TakeRecorder(tmp_path / "take", manifest, engine.subscribe(100_000))
     recorder.start()
     engine.listen_source_audio(recorder.add_audio)
@@ -130,9 +130,9 @@ def test_a_microphone_format_the_studio_cannot_use_is_refused_in_one_line(stereo
         MicrophoneSource("pulse", **asked)
 
 
-def test_a_microphone_asked_for_16_khz_mono_records_so_and_the_engine_reads_it_unresampled(stereo_microphone):
+def test_a_microphone_asked_for_16_khz_mono_records_so_and_its_takes_are_so(stereo_microphone):
     microphone = MicrophoneSource("pulse", rate=SR, channels=1)
-    assert microphone.capture_format == (SR, 1)
+    assert microphone.capture_format == (SR, 1) and live_take_format(Engine(microphone)) == (SR, 1)
     microphone.start()
     try:
         got = wait_until(lambda: microphone.read_available()[1].size and microphone.captured_audio(),
