@@ -7,12 +7,71 @@ import asyncio
 import base64
 import json
 import os
+import random
 import secrets
 import socket
 
 import numpy as np
 
 SUBSCRIPTION = {"frames_hz": 60, "audio": "pcm_s16le", "events": True, "telemetry_hz": 2}
+
+
+FUZZ_BASES = [
+    {"type": "status"},
+    {"type": "speak", "payload": {"text": "Hi."}},
+    {"type": "speak", "payload": {"text": "Ok", "voice": "en-us", "rate_wpm": 200, "pitch": 40}},
+    {"type": "play", "payload": {"path": "missing.wav"}},
+    {"type": "stop"},
+    {"type": "expression.trigger", "payload": {"name": "smile"}},
+    {"type": "expression.release", "payload": {"name": "smile"}},
+    {"type": "persona.set", "payload": {"name": "default"}},
+    {"type": "preset.set", "payload": {"name": "default"}},
+    {"type": "recording.start", "payload": {}},
+    {"type": "recording.stop"},
+    {"type": "subscribe", "payload": {"frames_hz": 5, "events": True}},
+    {"type": "subscribe", "payload": {}},
+    {"type": "auth", "payload": {"token": "x" * 20, "client": "fuzz"}},
+]
+ODD_VALUES = [None, True, False, 0, -1, 2**63, 1e308, -1e308, float("nan"), float("inf"), "", "x" * 5000, "\x00",
+              "\ud800", "../../etc/passwd", "/etc/passwd", [], [1, "a"], {}, {"a": {"b": [None]}}, "é" * 30]
+
+
+def fuzz_request(rng: random.Random, request_id: int) -> str | bytes:
+    """A request for the fuzz test and the bench, mostly broken: wrong values and keys, cut or flipped bytes,
+    garbage, deep nesting, over the size limit."""
+    kind = rng.random()
+    message = json.loads(json.dumps(rng.choice(FUZZ_BASES)))
+    message["id"] = request_id
+    if kind < 0.35:  # a field's value of the wrong kind, or an unknown field
+        target = message.setdefault("payload", {}) if rng.random() < 0.7 else message
+        key = rng.choice([*target.keys(), "extra", "id", "type", "payload"]) if target else "extra"
+        target[key] = rng.choice(ODD_VALUES)
+        if key == "id":
+            message["id"] = request_id  # keep it answerable by id
+    elif kind < 0.45:  # an unknown or odd type
+        message["type"] = rng.choice(["", "speak ", "SPEAK", "status\x00", "x" * 41, "recording", "a.b.c"])
+    elif kind < 0.75:  # the text of a request with bytes changed, cut or added
+        data = bytearray(json.dumps(message).encode())
+        for _ in range(rng.randint(1, 6)):
+            at = rng.randrange(len(data))
+            choice = rng.random()
+            if choice < 0.4:
+                data[at] = rng.randrange(256)
+            elif choice < 0.7:
+                del data[at:at + rng.randint(1, 8)]
+            else:
+                data[at:at] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 8)))
+            if not data:
+                data = bytearray(b"{")
+        return bytes(data)
+    elif kind < 0.85:  # garbage
+        return bytes(rng.randrange(256) for _ in range(rng.randint(0, 300)))
+    elif kind < 0.9:  # very deep nesting
+        depth = rng.choice([100, 1000, 20_000])
+        return "[" * depth + "]" * depth
+    elif kind < 0.95:  # a message over the size limit
+        message["payload"] = {"text": "y" * 70_000}
+    return json.dumps(message)
 
 
 class _Clients:
@@ -73,7 +132,7 @@ def run_clients(port: int, token: str, count: int) -> None:
     asyncio.run(main())
 
 
-def _stalled_client(port: int, token: str) -> socket.socket:
+def stalled_client(port: int, token: str) -> socket.socket:
     """A client that authenticates, subscribes to everything, and never reads again."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
@@ -120,7 +179,7 @@ def bench_api(seconds: float = 5.0, rounds: int = 2) -> dict:
         live_pace_hop_costs_ms(engine, audio)  # warm-up: first calls of the model, the features and the server's paths
         for _round in range(rounds):
             for label, count in cases:
-                stalled = _stalled_client(port, token) if count < 0 else None
+                stalled = stalled_client(port, token) if count < 0 else None
                 clients = _Clients(port, token, count) if count > 0 else None
                 dropped_before = server.call(lambda: server.server.dropped_clients)
                 costs[label] += live_pace_hop_costs_ms(engine, audio)
