@@ -60,7 +60,14 @@ attribute vec2 a_uv;  // imported avatars: texture coordinate, atlas cell, (alph
 attribute vec4 a_rect;
 attribute vec2 a_alpha;
 attribute vec4 a_shade;  // imported avatars: MToon shade colour (linear) and kind (0 lit, 1 toon, 2 unlit)
-attribute vec2 a_toon;  // MToon shading shift and toony
+attribute vec4 a_toon;  // MToon shading shift, toony, rim fresnel power, rim lift
+attribute vec4 a_rim;  // MToon rim colour (linear), rim lighting mix
+attribute vec4 a_outline;  // MToon outline colour (linear), outline lighting mix
+attribute vec2 a_outline_width;  // MToon outline width and mode (1: metres, 2: share of the screen height)
+uniform float u_outline_pass;  // 1 while drawing the outline hull
+uniform vec3 u_eye;
+uniform vec3 u_view_dir;
+uniform float u_height_per_depth;  // the screen's height, in the visual's units, one unit in front of the eye
 uniform vec3 u_cloth0;
 uniform vec3 u_cloth1;
 uniform vec3 u_cloth2;
@@ -74,13 +81,18 @@ varying vec2 v_uv;
 varying vec4 v_rect;
 varying vec2 v_alpha;
 varying vec4 v_shade;
-varying vec2 v_toon;
+varying vec4 v_toon;
+varying vec4 v_rim;
+varying vec4 v_outline;
 
 void main() {
     vec3 position = a_position;
     vec3 normal = a_normal;
     $skin_body
     position += a_cloth.x * u_cloth0 + a_cloth.y * u_cloth1 + a_cloth.z * u_cloth2 + a_cloth.w * u_cloth3;
+    float depth = dot(position - u_eye, u_view_dir);
+    position += normal * inversesqrt(max(dot(normal, normal), 1e-12))
+              * $outline_reach(a_outline_width, depth * u_height_per_depth, u_outline_pass);
     v_position = position;
     v_normal = normal;
     v_color = a_color;
@@ -90,6 +102,8 @@ void main() {
     v_alpha = a_alpha;
     v_shade = a_shade;
     v_toon = a_toon;
+    v_rim = a_rim;
+    v_outline = a_outline;
     gl_Position = $transform(vec4(position, 1.0));
 }
 """
@@ -132,7 +146,11 @@ varying vec2 v_uv;
 varying vec4 v_rect;
 varying vec2 v_alpha;
 varying vec4 v_shade;
-varying vec2 v_toon;
+varying vec4 v_toon;
+varying vec4 v_rim;
+varying vec4 v_outline;
+uniform float u_outline_pass;
+uniform float u_blend_pass;  // 1 while drawing alpha-blended primitives: the texel's alpha is the fragment's
 uniform vec3 u_eye;
 uniform vec3 u_up;
 uniform vec3 u_key_dir;
@@ -144,8 +162,8 @@ void main() {
     vec3 v = normalize(u_eye - v_position);
     float facing = dot(n, v);
     if (facing < 0.0) { n = -n; facing = -facing; }  // inner mouth, eyelid backs: light both sides
-    vec3 texel = $texel(v_uv, v_rect, v_alpha);
-    vec3 base = v_color * texel;
+    vec4 texel = $texel(v_uv, v_rect, vec2(v_alpha.x, mix(v_alpha.y, 1.0 / 255.0, u_blend_pass)));
+    vec3 base = v_color * texel.rgb;
 
     float hemi = 0.5 + 0.5 * dot(n, u_up);
     vec3 ambient = mix(vec3(0.10, 0.09, 0.09), vec3(0.26, 0.27, 0.30), hemi);
@@ -160,36 +178,62 @@ void main() {
 
     vec3 color = base * (ambient + key * vec3(1.05, 1.0, 0.95) + fill * vec3(0.30, 0.33, 0.40))
                + rim * vec3(0.35, 0.37, 0.42) + highlight * vec3(1.0, 0.98, 0.95);
-    color = $finish(color, base, v_shade.rgb * texel, n, u_key_dir, v_shade.a, v_toon);
-    gl_FragColor = vec4(pow(clamp(color, 0.0, 1.0), vec3(1.0 / 2.2)), 1.0);
+    color = $finish(color, base, v_shade.rgb * texel.rgb, n, v, u_key_dir, v_shade.a, v_toon, v_rim);
+    color = $outline_color(color, v_outline, u_outline_pass);
+    gl_FragColor = vec4(pow(clamp(color, 0.0, 1.0), vec3(1.0 / 2.2)), mix(1.0, texel.a, u_blend_pass));
 }
 """
 
 
-# The texture factor of a fragment's base colour: 1, or (imported glTF/VRM avatars) the texel of its cell in the
-# atlas, which repeats (fract) as glTF's default wrap does; an alpha-masked material's cut-out is discarded.
+# The texture factor of a fragment's base colour and its opacity: 1, or (imported glTF/VRM avatars) the texel of its
+# cell in the atlas, which repeats (fract) as glTF's default wrap does, times the alpha factor; an alpha-masked
+# material's cut-out is discarded.
 _PLAIN_TEXEL = """
-vec3 texel(vec2 uv, vec4 rect, vec2 alpha) { return vec3(1.0); }
+vec4 texel(vec2 uv, vec4 rect, vec2 alpha) { return vec4(1.0); }
 """
 _ATLAS_TEXEL = """
-vec3 texel(vec2 uv, vec4 rect, vec2 alpha) {
+vec4 texel(vec2 uv, vec4 rect, vec2 alpha) {
     vec4 texel = texture2D($atlas, rect.xy + fract(uv) * rect.zw);
     if (texel.a * alpha.x < alpha.y) discard;
-    return pow(texel.rgb, vec3(2.2));  // sRGB texture, linear light
+    return vec4(pow(texel.rgb, vec3(2.2)), texel.a * alpha.x);  // sRGB texture, linear light
 }
 """
 # The lit colour as the studio lights it, or (VRM materials) MToon's two tones: the shade colour where the key light
-# does not reach, the base colour where it does, the step's width set by `toony` and its place by `shift`; or unlit.
+# does not reach, the base colour where it does, the step's width set by `toony` and its place by `shift`, plus its
+# parametric rim light (brightest where the surface turns away from the eye, `toon.z` its fresnel power, `toon.w` its
+# lift, `rim.a` how much the key light scales it); or unlit.
 _STUDIO_LIGHT = """
-vec3 finish(vec3 lit, vec3 base, vec3 shade, vec3 n, vec3 key, float kind, vec2 toon) { return lit; }
+vec3 finish(vec3 lit, vec3 base, vec3 shade, vec3 n, vec3 v, vec3 key, float kind, vec4 toon, vec4 rim) { return lit; }
 """
 _TOON_LIGHT = """
-vec3 finish(vec3 lit, vec3 base, vec3 shade, vec3 n, vec3 key, float kind, vec2 toon) {
+vec3 finish(vec3 lit, vec3 base, vec3 shade, vec3 n, vec3 v, vec3 key, float kind, vec4 toon, vec4 rim) {
     if (kind < 0.5) return lit;
     if (kind > 1.5) return base;
     float edge = max(1.0 - toon.y, 1e-4);
     float lit_part = clamp((dot(n, key) + toon.x + edge) / (2.0 * edge), 0.0, 1.0);
-    return mix(shade, base, lit_part);
+    float fresnel = pow(clamp(1.0 - dot(n, v) + toon.w, 1e-6, 1.0), toon.z);
+    return mix(shade, base, lit_part) + rim.rgb * fresnel * mix(1.0, max(dot(n, key), 0.0), rim.a);
+}
+"""
+# MToon's outline, the usual inverted hull: in its own pass the vertices move out along their normals (by a width in
+# metres, or by a share of the screen height at the vertex's depth) and the hull's back faces are drawn in the outline
+# colour, mixed with the lit colour by its lighting mix. Avatars without an outline compile the no-op versions.
+_NO_OUTLINE_REACH = """
+float outline_reach(vec2 width, float screen_height, float pass) { return 0.0; }
+"""
+_OUTLINE_REACH = """
+float outline_reach(vec2 width, float screen_height, float pass) {
+    if (pass < 0.5 || width.y < 0.5) return 0.0;
+    return width.y < 1.5 ? width.x : width.x * screen_height;
+}
+"""
+_NO_OUTLINE_COLOR = """
+vec3 outline_color(vec3 lit, vec4 outline, float pass) { return lit; }
+"""
+_OUTLINE_COLOR = """
+vec3 outline_color(vec3 lit, vec4 outline, float pass) {
+    if (pass < 0.5) return lit;
+    return outline.rgb * mix(vec3(1.0), lit, outline.a);
 }
 """
 
@@ -234,8 +278,10 @@ class AvatarMesh:
         self.rest = rest[order].astype(np.float32)
         self.positions = self.rest.copy()
         self.normals = vertex_normals(self.positions, self.faces)
-        moving_dirs = expr[order[: self.num_moving]]  # (M, 3, 52)
-        self.morph_basis = np.ascontiguousarray(moving_dirs.reshape(self.num_moving * 3, expr.shape[2]))
+        moving_dirs = expr[order[: self.num_moving]]  # (M, 3, columns)
+        # Only the shapes that move something, one row each (K, M*3): a frame blends the rows of its non-zero weights.
+        self.shapes = np.flatnonzero(np.abs(moving_dirs).max(axis=(0, 1), initial=0.0) > 0)
+        self.morph_rows = np.ascontiguousarray(moving_dirs[:, :, self.shapes].reshape(self.num_moving * 3, len(self.shapes)).T)
         self.pose_basis = None
         if has_correctives:
             pose_dirs = np.asarray(model.pose_dirs, np.float32)[order[: self.num_moving]]
@@ -247,8 +293,9 @@ class AvatarMesh:
         self._shading_faces = shading_faces
         self._shading_corners = np.where(shading_faces < self.num_shading, shading_faces, self.num_shading).ravel()
         self.normal_rest = self.normals[: self.num_shading].reshape(-1).copy()
-        self.normal_basis = self._normal_basis(moving_dirs)
+        self.normal_rows = self._normal_rows(moving_dirs)
         self.two_sided = two_sided_faces(self.faces.astype(np.int64), self.rest.astype(np.float64))
+        self._set_mtoon(model, order)
 
         self.kinematics = Kinematics(model.parents, joints)
         joint_expr = np.einsum(
@@ -310,12 +357,14 @@ class AvatarMesh:
         start = time.perf_counter()
         self._arkit = arkit.copy()
         self._pose_feature = pose_feature
-        moved = self.morph_rest + self.morph_basis @ arkit
+        weights = arkit[self.shapes]
+        active = np.flatnonzero(weights)
+        moved = _blend_rows(self.morph_rest, self.morph_rows, weights, active)
         if pose_feature is not None:
             moved += self.pose_basis @ pose_feature
         self.positions[: self.num_moving] = moved.reshape(-1, 3)
         mid = time.perf_counter()
-        normals = (self.normal_rest + self.normal_basis @ arkit).reshape(-1, 3)
+        normals = _blend_rows(self.normal_rest, self.normal_rows, weights, active).reshape(-1, 3)
         normals /= np.maximum(np.linalg.norm(normals, axis=1, keepdims=True), 1e-12)
         self.normals[: self.num_shading] = normals
         end = time.perf_counter()
@@ -323,18 +372,39 @@ class AvatarMesh:
         self.costs.normals_ms = (end - mid) * 1e3
         return True
 
-    def _normal_basis(self, moving_dirs: np.ndarray) -> np.ndarray:
-        """Per-shape change of the shading-region normals at full weight, (S*3, 52).
+    def _normal_rows(self, moving_dirs: np.ndarray) -> np.ndarray:
+        """Per-shape change of the shading-region normals at full weight, one row per moving shape (K, S*3).
 
         Blending normals linearly (then renormalising) costs one small matmul per frame instead of
         recomputing face normals; exact for one shape at a time, close for mixes.
         """
-        basis = np.zeros((self.num_shading * 3, moving_dirs.shape[2]), np.float32)
-        for k in np.flatnonzero(np.abs(moving_dirs).max(axis=(0, 1), initial=0.0) > 0):
+        rows = np.zeros((len(self.shapes), self.num_shading * 3), np.float32)
+        for row, k in enumerate(self.shapes):
             positions = self.rest.copy()
             positions[: self.num_moving] += moving_dirs[:, :, k]
-            basis[:, k] = (self._shading_normals(positions) - self.normals[: self.num_shading]).reshape(-1)
-        return basis
+            rows[row] = (self._shading_normals(positions) - self.normals[: self.num_shading]).reshape(-1)
+        return rows
+
+    def _set_mtoon(self, model: AvatarModel, order: np.ndarray) -> None:
+        """Rim and outline per vertex, and the faces each pass draws: opaque ones (culled or two-sided), the outline
+        hull (opaque faces whose material has an outline), and each alpha-blended primitive with the point whose
+        depth orders it (its rest centre, carried by the joint that carries most of it)."""
+        self.rim = None if model.rim is None else np.asarray(model.rim, np.float32)[order]
+        self.outline = None if model.outline is None else np.asarray(model.outline, np.float32)[order]
+        face_group = np.full(len(self.faces), -1)
+        if model.blend_group is not None:
+            face_group = np.asarray(model.blend_group)[order][self.faces[:, 0]]
+        self.opaque_faces = face_group < 0
+        self.outline_faces = np.zeros(len(self.faces), bool)
+        if self.outline is not None:
+            self.outline_faces = self.opaque_faces & (self.outline[self.faces, 4] > 0).all(axis=1)
+        weights = np.asarray(model.skin_weights, np.float32)[order]
+        self.blend_pieces: list[tuple[np.ndarray, np.ndarray, int]] = []
+        for group in np.unique(face_group[face_group >= 0]):
+            faces = np.flatnonzero(face_group == group)
+            corners = np.unique(self.faces[faces])
+            joint = int(np.argmax(weights[corners].sum(axis=0)))
+            self.blend_pieces.append((faces, self.rest[corners].mean(axis=0), joint))
 
     def _shading_normals(self, p: np.ndarray) -> np.ndarray:
         """Exact smooth normals of the shading prefix for vertex positions p."""
@@ -376,6 +446,15 @@ class AvatarMesh:
         return out
 
 
+def _blend_rows(rest: np.ndarray, rows: np.ndarray, weights: np.ndarray, active: np.ndarray) -> np.ndarray:
+    """rest + Σ weights[k] · rows[k] over the non-zero weights only (a talking face moves a few shapes at a time)."""
+    if len(active) == 0:
+        return rest.copy()
+    if len(active) == len(weights):
+        return rest + weights @ rows
+    return rest + weights[active] @ rows[active]
+
+
 def two_sided_faces(faces: np.ndarray, positions: np.ndarray) -> np.ndarray:
     """Faces (bool per face) that must be drawn from both sides.
 
@@ -383,7 +462,25 @@ def two_sided_faces(faces: np.ndarray, positions: np.ndarray) -> np.ndarray:
     positive volume, or with small holes and its signed volume about its centre within 10% of the
     unsigned one, like a head with a neck hole) is drawn with back faces culled: that saves about a quarter of the
     software rasteriser's time. Inward-wound, inconsistently wound or sheet-like pieces keep both sides.
+    Vertices at one point (split along UV or normal seams, as glTF exporters write them) count as one: else a
+    textured sphere would be open along its seam and drawn from both sides. Triangles that this leaves without
+    area (at a sphere's pole) show nothing: they follow the piece they touch.
     """
+    _, welded = np.unique(np.round(positions, 6), axis=0, return_inverse=True)
+    welded = welded.ravel()
+    points = np.zeros((int(welded.max()) + 1, 3))
+    points[welded] = positions
+    faces = welded[faces]
+    flat = (faces[:, 0] == faces[:, 1]) | (faces[:, 1] == faces[:, 2]) | (faces[:, 2] == faces[:, 0])
+    out = np.zeros(len(faces), bool)
+    out[~flat] = _two_sided_welded(faces[~flat], points)
+    touching = np.ones(len(points), bool)
+    touching[faces[~flat].ravel()] = np.repeat(out[~flat], 3)
+    out[flat] = touching[faces[flat, 0]]
+    return out
+
+
+def _two_sided_welded(faces: np.ndarray, positions: np.ndarray) -> np.ndarray:
     component = _face_components(faces, len(positions))
     directed = faces[:, [0, 1, 1, 2, 2, 0]].reshape(-1, 2).astype(np.int64)
     edges = np.sort(directed, axis=1)
@@ -453,6 +550,11 @@ class AvatarVisual(Visual):
         self._joint_texture: gloo.Texture2D | None = None
         self._light_signature = None
         self._face_groups: list[tuple[gloo.IndexBuffer, bool]] = []
+        self._outline_faces: gloo.IndexBuffer | None = None
+        self._blend_pieces: list[tuple[gloo.IndexBuffer, np.ndarray, int]] = []
+        self._rows = np.tile(np.eye(3, 4, dtype=np.float32), (NUM_JOINTS, 1, 1))
+        self._eye = np.zeros(3, np.float32)
+        self._view_dir = np.array([0.0, 0.0, -1.0], np.float32)
         self.cloth = ClothSim()
         self.vertices_drawn = 0  # summed over draws: the work the mesh level of detail changes
         self.triangles_drawn = 0
@@ -468,11 +570,15 @@ class AvatarVisual(Visual):
         self.mesh = mesh = mesh if mesh is not None else AvatarMesh(model, betas)
         self._positions = gloo.VertexBuffer(mesh.positions)
         self._normals = gloo.VertexBuffer(mesh.normals)
+        opaque = mesh.opaque_faces
         self._face_groups = [
             (gloo.IndexBuffer(mesh.faces[selected]), cull)
-            for selected, cull in ((mesh.two_sided, False), (~mesh.two_sided, True))
+            for selected, cull in ((opaque & mesh.two_sided, False), (opaque & ~mesh.two_sided, True))
             if selected.any()
         ]
+        self._outline_faces = gloo.IndexBuffer(mesh.faces[mesh.outline_faces]) if mesh.outline_faces.any() else None
+        self._blend_pieces = [(gloo.IndexBuffer(mesh.faces[faces]), centre, joint)
+                              for faces, centre, joint in mesh.blend_pieces]
         program = self.shared_program
         program["a_position"] = self._positions
         program["a_normal"] = self._normals
@@ -509,12 +615,22 @@ class AvatarVisual(Visual):
             program.frag["texel"] = texel
             uvs, rects, alpha = mesh.uvs, mesh.texture_rects, mesh.alpha
         shading = mesh.shading if mesh.shading is not None else np.zeros((count, 6), np.float32)
+        rim = mesh.rim if mesh.rim is not None else np.zeros((count, 6), np.float32)
+        outline = mesh.outline if mesh.outline is not None else np.zeros((count, 6), np.float32)
         program.frag["finish"] = Function(_TOON_LIGHT if mesh.shading is not None else _STUDIO_LIGHT)
+        has_outline = self._outline_faces is not None
+        program.vert["outline_reach"] = Function(_OUTLINE_REACH if has_outline else _NO_OUTLINE_REACH)
+        program.frag["outline_color"] = Function(_OUTLINE_COLOR if has_outline else _NO_OUTLINE_COLOR)
         program["a_uv"] = gloo.VertexBuffer(uvs)
         program["a_rect"] = gloo.VertexBuffer(rects)
         program["a_alpha"] = gloo.VertexBuffer(alpha)
         program["a_shade"] = gloo.VertexBuffer(np.ascontiguousarray(shading[:, :4]))
-        program["a_toon"] = gloo.VertexBuffer(np.ascontiguousarray(shading[:, 4:]))
+        program["a_toon"] = gloo.VertexBuffer(np.ascontiguousarray(np.hstack([shading[:, 4:], rim[:, 3:5]])))
+        program["a_rim"] = gloo.VertexBuffer(np.ascontiguousarray(rim[:, [0, 1, 2, 5]]))
+        program["a_outline"] = gloo.VertexBuffer(np.ascontiguousarray(outline[:, [0, 1, 2, 5]]))
+        program["a_outline_width"] = gloo.VertexBuffer(np.ascontiguousarray(outline[:, 3:5]))
+        program["u_outline_pass"] = 0.0
+        program["u_blend_pass"] = 0.0
 
     def set_cloth(self, regions: tuple[str, ...]) -> None:
         """Which cloth springs run (none: the cloth is still and costs nothing per frame)."""
@@ -550,6 +666,7 @@ class AvatarVisual(Visual):
         self._dirty = False
         morphed = mesh.morph(state.arkit, state.pose)
         rows = mesh.joint_rows(state.pose, state.transl)
+        self._rows = rows
         self._step_cloth(rows, state.media_time_s)
         if self.skinning_path == "gpu":
             start = time.perf_counter()
@@ -565,16 +682,41 @@ class AvatarVisual(Visual):
         mesh.costs.upload_ms = (time.perf_counter() - start) * 1e3
 
     def draw(self) -> None:
-        """Two draws: parts that need both sides, then closed outward parts with back faces culled."""
+        """Opaque parts that need both sides, then closed outward ones with back faces culled; then (where materials ask
+        for them) the outline hull, and the alpha-blended primitives farthest first without writing depth."""
         if not self.visible or self._prepare_draw(view=self) is False:
             return
         self._configure_gl_state()
         self.vertices_drawn += len(self.mesh.rest)
         self.triangles_drawn += len(self.mesh.faces)
+        program = self.shared_program
         for indices, cull in self._face_groups:
             gloo.set_state(cull_face=cull)
             self._program.draw("triangles", indices)
+        if self._outline_faces is not None:
+            program["u_outline_pass"] = 1.0
+            gloo.set_state(cull_face="front")  # the pushed-out hull's far side shows around the silhouette
+            self._program.draw("triangles", self._outline_faces)
+            program["u_outline_pass"] = 0.0
+        if self._blend_pieces:
+            program["u_blend_pass"] = 1.0
+            gloo.set_state(blend=True, depth_mask=False,
+                           blend_func=("src_alpha", "one_minus_src_alpha", "one", "one_minus_src_alpha"))
+            for indices in self.blend_order():
+                for side in ("front", "back"):  # a piece's far side, then its near side
+                    gloo.set_state(cull_face=side)
+                    self._program.draw("triangles", indices)
+            gloo.set_state(blend=False, depth_mask=True)
+            program["u_blend_pass"] = 0.0
         gloo.set_state(cull_face=False)
+        gloo.set_cull_face("back")
+
+    def blend_order(self) -> list[gloo.IndexBuffer]:
+        """The alpha-blended primitives, farthest from the eye first, as posed now."""
+        rows = self._rows
+        depths = [float(np.dot(rows[joint, :, :3] @ centre + rows[joint, :, 3] - self._eye, self._view_dir))
+                  for _, centre, joint in self._blend_pieces]
+        return [self._blend_pieces[i][0] for i in np.argsort(depths)[::-1]]
 
     def _prepare_draw(self, view) -> bool:
         if self.mesh is None:
@@ -600,6 +742,10 @@ class AvatarVisual(Visual):
         eye = _closest_point(near, forward, side_near, _unit(side_far - side_near))
         program = self.shared_program
         program["u_eye"] = eye
+        program["u_view_dir"] = forward
+        program["u_height_per_depth"] = 2.0 * float(np.linalg.norm(near_up - near)) / max(
+            float(np.dot(near - eye, forward)), 1e-9)
+        self._eye, self._view_dir = eye, forward
         program["u_up"] = _unit(up - forward * np.dot(up, forward))
         program["u_key_dir"] = _unit(-forward + 0.55 * up - 0.55 * right)  # above left of the camera
         program["u_fill_dir"] = _unit(-forward - 0.15 * up + 0.8 * right)

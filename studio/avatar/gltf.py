@@ -68,6 +68,31 @@ class MaterialInfo:
     double_sided: bool = False  # read for completeness: the renderer draws open sheets two-sided by their geometry
     unlit: bool = False  # KHR_materials_unlit
     toon: tuple[tuple[float, float, float], float, float] | None = None  # MToon: (shade colour linear, shift, toony)
+    rim: MToonRim | None = None  # MToon parametric rim light, where its colour is not black
+    outline: MToonOutline | None = None  # MToon outline, where its width mode is not "none" and its width above 0
+
+
+@dataclass(frozen=True)
+class MToonRim:
+    """MToon's parametric rim: `color · clamp(1 - N·V + lift)^fresnel_power`, times the light by `lighting_mix`."""
+
+    color: tuple[float, float, float]  # linear
+    fresnel_power: float = 1.0
+    lift: float = 0.0
+    lighting_mix: float = 0.0
+
+
+@dataclass(frozen=True)
+class MToonOutline:
+    """MToon's outline: the surface's back faces pushed out along the normal, drawn in `color`.
+
+    `mode` "world": `width` in metres; "screen": `width` as a share of the screen height.
+    """
+
+    mode: str
+    width: float
+    color: tuple[float, float, float]  # linear
+    lighting_mix: float = 1.0
 
 
 @dataclass
@@ -501,9 +526,65 @@ class _Reader:
             raise self.fail(f"material {index} has alphaMode {mode!r}; allowed OPAQUE, MASK, BLEND")
         cutoff = material.alphaCutoff if material.alphaCutoff is not None else 0.5
         extensions = material.extensions or {}
+        vrm1, vrm0 = extensions.get("VRMC_materials_mtoon"), self._vrm0_material(index, material.name)
         return MaterialInfo(material.name or f"material{index}", factor, image, transform, mode, float(cutoff),
-                            bool(material.doubleSided), "KHR_materials_unlit" in extensions,
-                            _mtoon(extensions.get("VRMC_materials_mtoon"), self._vrm0_material(index, material.name)))
+                            bool(material.doubleSided), "KHR_materials_unlit" in extensions, _mtoon(vrm1, vrm0),
+                            *self._mtoon_rim_outline(index, vrm1, vrm0))
+
+    def _mtoon_rim_outline(self, index: int, vrm1: dict | None, vrm0: dict | None
+                           ) -> tuple[MToonRim | None, MToonOutline | None]:
+        """MToon's rim and outline (VRM 1.0 terms; VRM 0.x converted as three-vrm does: gamma colours, width in cm).
+
+        A malformed value leaves a note and the material without rim and outline, as a malformed texture does.
+        """
+        try:
+            return self._read_mtoon_rim_outline(vrm1, vrm0)
+        except ValueError as error:
+            self.notes.append(f"material {index}'s MToon {error}: drawn without rim and outline")
+            return None, None
+
+    @staticmethod
+    def _read_mtoon_rim_outline(vrm1: dict | None, vrm0: dict | None) -> tuple[MToonRim | None, MToonOutline | None]:
+        def number(value, name: str) -> float:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
+                raise ValueError(f"{name} is {value!r}, not a finite number")
+            return float(value)
+
+        def color(value, name: str, gamma: bool) -> tuple[float, float, float]:
+            if not isinstance(value, (list, tuple)) or len(value) < 3:
+                raise ValueError(f"{name} is {value!r}, not 3 numbers")
+            rgb = np.clip([number(c, name) for c in value[:3]], 0.0, 1.0)
+            return tuple(float(c) for c in (rgb ** 2.2 if gamma else rgb))
+
+        if isinstance(vrm1, dict):
+            rim = MToonRim(color(vrm1.get("parametricRimColorFactor", (0, 0, 0)), "parametricRimColorFactor", False),
+                           number(vrm1.get("parametricRimFresnelPowerFactor", 1.0), "parametricRimFresnelPowerFactor"),
+                           number(vrm1.get("parametricRimLiftFactor", 0.0), "parametricRimLiftFactor"),
+                           number(vrm1.get("rimLightingMixFactor", 0.0), "rimLightingMixFactor"))
+            mode = vrm1.get("outlineWidthMode", "none")
+            if mode not in ("none", "worldCoordinates", "screenCoordinates"):
+                raise ValueError(f"outlineWidthMode is {mode!r}, not none, worldCoordinates or screenCoordinates")
+            outline = MToonOutline("world" if mode == "worldCoordinates" else "screen" if mode != "none" else "none",
+                                   number(vrm1.get("outlineWidthFactor", 0.0), "outlineWidthFactor"),
+                                   color(vrm1.get("outlineColorFactor", (0, 0, 0)), "outlineColorFactor", False),
+                                   number(vrm1.get("outlineLightingMixFactor", 1.0), "outlineLightingMixFactor"))
+        elif isinstance(vrm0, dict):
+            floats, vectors = vrm0.get("floatProperties"), vrm0.get("vectorProperties")
+            floats, vectors = (part if isinstance(part, dict) else {} for part in (floats, vectors))
+            rim = MToonRim(color(vectors.get("_RimColor", (0, 0, 0)), "_RimColor", True),
+                           number(floats.get("_RimFresnelPower", 1.0), "_RimFresnelPower"),
+                           number(floats.get("_RimLift", 0.0), "_RimLift"),
+                           number(floats.get("_RimLightingMix", 0.0), "_RimLightingMix"))
+            mode = number(floats.get("_OutlineWidthMode", 0), "_OutlineWidthMode")
+            mixed = number(floats.get("_OutlineColorMode", 0), "_OutlineColorMode") == 1
+            outline = MToonOutline({1.0: "world", 2.0: "screen"}.get(mode, "none"),
+                                   0.01 * number(floats.get("_OutlineWidth", 0.0), "_OutlineWidth"),
+                                   color(vectors.get("_OutlineColor", (0, 0, 0)), "_OutlineColor", True),
+                                   number(floats.get("_OutlineLightingMix", 1.0), "_OutlineLightingMix") if mixed else 0.0)
+        else:
+            return None, None
+        return (rim if any(rim.color) else None,
+                outline if outline.mode != "none" and outline.width > 0 else None)
 
     def _vrm0_material(self, index: int, name: str | None) -> dict | None:
         """VRM 0.x keeps MToon settings beside the materials (`VRM.materialProperties`), matched by name."""

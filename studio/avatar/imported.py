@@ -26,6 +26,7 @@ from studio.avatar.arkit import ARKIT_INDEX, ARKIT_NAMES, NUM_ARKIT, arkit_index
 from studio.avatar.emotions import EMOTION_SOURCES, EMOTIONS, ExpressionDrive
 from studio.avatar.gltf import GltfScene, read_gltf
 from studio.avatar.model import AvatarModel
+from studio.avatar.mtoon import mtoon_extras
 from studio.avatar.skeleton import JOINT_INDEX, NUM_JOINTS, PARENTS
 from studio.avatar.skinning import Kinematics, batch_rodrigues
 from studio.avatar.vrm import VrmInfo, guess_humanoid, read_vrm
@@ -132,6 +133,7 @@ def avatar_from_scene(scene: GltfScene, vrm: VrmInfo, overrides: dict | None = N
     cloth = _spring_weights(scene, vrm, smplx_of_node, node_weights, count)
     expr, mapping, drive = _expressions(scene, vrm, offsets, count, overrides)
     colors, uvs, rects, alpha, atlas, shading = _look(scene, count)
+    rim, outline, blend_group = mtoon_extras(scene)
     pad = lambda array, fill=0.0: np.vstack([array, np.full((NUM_JOINTS, array.shape[1]), fill, array.dtype)])  # noqa: E731
     has_face = bool(np.abs(expr).max(initial=0.0) > 0)
     notes = list(scene.notes)
@@ -167,6 +169,8 @@ def avatar_from_scene(scene: GltfScene, vrm: VrmInfo, overrides: dict | None = N
         uvs=pad(uvs), texture=atlas, texture_rects=pad(rects), alpha=pad(alpha, 1.0),
         cloth_weights=None if cloth is None else pad(cloth),
         shading=None if shading is None else pad(shading),
+        rim=None if rim is None else pad(rim), outline=None if outline is None else pad(outline),
+        blend_group=None if blend_group is None else np.concatenate([blend_group, np.full(NUM_JOINTS, -1, np.int32)]),
         info=info,
     ))
 

@@ -14,6 +14,7 @@ import numpy as np
 from studio.avatar.arkit import ARKIT_NAMES, NUM_ARKIT
 from studio.avatar.emotions import ExpressionDrive, morph_weights
 from studio.avatar.skeleton import NUM_JOINTS, PARENTS
+from studio.avatar.springs import SpringRig
 
 NUM_POSE_CORRECTIVES = (NUM_JOINTS - 1) * 9  # 486, as in SMPL-X
 
@@ -66,7 +67,15 @@ class AvatarModel:
     # Per vertex: shade colour (linear), kind (0 lit as the studio lights, 1 MToon-like toon, 2 unlit), shift, toony.
     shading: np.ndarray | None = None  # (V, 6) float32
     cloth_weights: np.ndarray | None = None  # (V, 4) float32: how much each vertex follows each cloth spring (VRM springs)
+    # MToon extras per vertex (None: no material asks for them). Rim: colour (linear), fresnel power, lift, lighting mix.
+    # Outline: colour (linear), width, mode (1: width in metres, 2: share of the screen height), lighting mix.
+    rim: np.ndarray | None = None  # (V, 6) float32
+    outline: np.ndarray | None = None  # (V, 6) float32
+    # The alpha-blended primitive (glTF alphaMode BLEND) each vertex belongs to, -1 for opaque and masked ones: the
+    # renderer draws those after everything opaque, farthest first.
+    blend_group: np.ndarray | None = None  # (V,) int32
     expression_drive: ExpressionDrive | None = None  # how expression columns past the 52 ARKit ones are driven
+    spring_bones: SpringRig | None = None  # VRM spring bone chains and colliders (studio.avatar.springs)
     info: Mapping[str, object] = field(default_factory=dict)  # what an importer reports: meta, mapping, notes
 
     def __post_init__(self) -> None:
@@ -187,6 +196,11 @@ def validate_arrays(model: AvatarModel) -> None:
         _check_array(model, "shading", model.shading, (vertex_count, 6))
     if model.cloth_weights is not None:
         _check_array(model, "cloth_weights", model.cloth_weights, (vertex_count, 4))
+    for key, array in (("rim", model.rim), ("outline", model.outline)):
+        if array is not None:
+            _check_array(model, key, array, (vertex_count, 6))
+    if model.blend_group is not None:
+        _check_array(model, "blend_group", model.blend_group, (vertex_count,), kinds="i")
 
 
 __all__ = ["ARKIT_NAMES", "AvatarFormatError", "AvatarModel", "Material", "validate_arrays"]
