@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from studio.avatar.model import AvatarModel
+from studio.avatar.skeleton import JOINT_INDEX
 from studio.paths import asset_path
 
 LOD_LEVELS = ("high", "medium", "low")
@@ -33,11 +34,15 @@ LOD_RATIOS = {"medium": 0.5, "low": 0.2}  # share of the decimated region's tria
 # head keeps at least half its triangles, so the lips, eyes and lids still read.
 FACE_PART_RATIOS = {"lips": 1.0, "eyes": 1.0, "eyelids": 1.0, "brows": 1.0, "mouth": 1.0, "teeth": 1.0,
                     "tongue": 1.0, "head": 0.5}
-# An imported avatar has no named face parts: its whole face region (what the ARKit shapes move) keeps this share.
+# An imported avatar has no named face parts: where its face is decimated, the head (what the ARKit shapes move,
+# and what rides on the head joints) keeps this share of its triangles ...
 IMPORTED_FACE_RATIO = 0.5
-# ... and a connected part of which the shapes move at least this share (an eye, the lips, a brow) stays whole.
+HEAD_JOINTS = ("head", "jaw", "left_eye_smplhf", "right_eye_smplhf")
+# ... and a connected part of which the shapes move at least this share (an eye, the lips, a brow) keeps as many
+# triangles again, and at least EXPRESSIVE_MIN_TRIANGLES of them (all, if it has fewer).
 EXPRESSIVE_PART_SHARE = 0.5
-LOD_CACHE_VERSION = 4  # bump when the decimation changes, so old cached levels are not used
+EXPRESSIVE_MIN_TRIANGLES = 400
+LOD_CACHE_VERSION = 6  # bump when the decimation changes, so old cached levels are not used
 _SMALLEST_PIECE = 64  # triangles; smaller pieces are left as they are
 _PLANE_STEPS = 1000  # face normals this close count as one plane when a split vertex is copied again
 
@@ -201,10 +206,27 @@ def decimate(model: AvatarModel, ratio: float, keep: np.ndarray | None = None,
     return _reduction(model, out_faces, collapsed_onto).apply(model, f"decimated to {ratio:.0%}")
 
 
+def _weld(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(first row of each group of equal rows, group of each row), as trimesh's `unique_rows`.
+
+    Rows are a few hundred numbers wide (weights, 52 shapes): they are grouped by position and two random
+    projections of the rest, then each row is checked equal to its group's first (whole rows are grouped
+    instead, slowly, should a projection ever group unequal ones).
+    """
+    from trimesh.grouping import unique_rows
+
+    projections = np.random.default_rng(0).standard_normal((rows.shape[1], 2)).astype(rows.dtype)
+    first, group = (np.asarray(a, np.int64) for a in unique_rows(np.column_stack([rows[:, :3], rows @ projections])))
+    repeated = np.flatnonzero(first[group] != np.arange(len(rows)))
+    if not np.array_equal(rows[repeated], rows[first[group[repeated]]]):
+        first, group = (np.asarray(a, np.int64) for a in unique_rows(rows))
+    return first, group
+
+
 def decimate_welded(model: AvatarModel, ratio: float, keep_face: bool) -> Reduction:
-    """An imported avatar decimated to about `ratio` of its triangles: its face whole when `keep_face`, else at
-    `IMPORTED_FACE_RATIO` or more, with the parts the shapes mostly move (eyes, lips, brows) whole, as the
-    default avatar's `FACE_PART_RATIOS` keep them.
+    """An imported avatar decimated to about `ratio` of its triangles: its face whole when `keep_face`, else the
+    head at `IMPORTED_FACE_RATIO` or more and the parts the shapes mostly move (eyes, lips, brows) with at least
+    `EXPRESSIVE_MIN_TRIANGLES`, much as the default avatar's `FACE_PART_RATIOS` keep them.
 
     Exporters split a vertex wherever a normal breaks (flat shading, hard edges), so a Blender mesh can arrive as
     loose quads that no edge collapse can join. Vertices equal in position and every attribute the studio reads
@@ -214,23 +236,29 @@ def decimate_welded(model: AvatarModel, ratio: float, keep_face: bool) -> Reduct
     small parts keep their shape instead of vanishing.
     """
     from trimesh.graph import connected_component_labels
-    from trimesh.grouping import unique_rows
 
     _check_ratio(ratio)
-    first, group = unique_rows(np.hstack([a.astype(np.float64) for a in _per_vertex_arrays(model)]))
-    representative = np.asarray(first, np.int64)[group]
+    first, group = _weld(np.hstack([a.astype(np.float32) for a in _per_vertex_arrays(model)]))
+    representative = first[group]
     welded = representative[np.asarray(model.faces, np.int64)]
     welded = welded[(welded[:, 0] != welded[:, 1]) & (welded[:, 1] != welded[:, 2]) & (welded[:, 0] != welded[:, 2])]
     moved = face_region(model)
     face = moved[welded].any(axis=1)
     component = connected_component_labels(np.vstack([welded[:, [0, 1]], welded[:, [1, 2]]]), model.num_vertices)
-    piece = 2 * component[welded[:, 0]].astype(np.int64) + face  # each part on its own, so none vanishes whole
     in_use = np.unique(welded)
     share_moved = (np.bincount(component[in_use], weights=moved[in_use], minlength=component.max() + 1)
                    / np.maximum(np.bincount(component[in_use], minlength=component.max() + 1), 1))
-    # keep the face whole; else still the small parts the shapes move nearly all of (eyes, lips, brows, lids)
-    piece[face & (keep_face | (share_moved[component[welded[:, 0]]] >= EXPRESSIVE_PART_SHARE))] = -1
-    ratios = {int(p): max(ratio, IMPORTED_FACE_RATIO) if p % 2 else ratio for p in np.unique(piece)}
+    face_component = component[welded[:, 0]].astype(np.int64)
+    expressive = face & (share_moved[face_component] >= EXPRESSIVE_PART_SHARE)
+    on_head = np.asarray(model.skin_weights)[:, [JOINT_INDEX[j] for j in HEAD_JOINTS]].sum(axis=1)[welded].mean(axis=1) >= 0.5
+    kind = np.where(expressive, 2, np.where(face | on_head, 1, 0))
+    piece = 3 * face_component + kind  # each part on its own (so none vanishes whole), by kind
+    if keep_face:
+        piece[face] = -1
+    head_ratio = ratio if keep_face else max(ratio, IMPORTED_FACE_RATIO)
+    ratios = {}
+    for index, count in zip(*np.unique(piece, return_counts=True)):
+        ratios[int(index)] = (ratio, head_ratio, min(1.0, max(IMPORTED_FACE_RATIO, EXPRESSIVE_MIN_TRIANGLES / count)))[index % 3]
     out_faces, collapsed_onto = _decimate_pieces(np.asarray(model.v_template, np.float64), welded, piece, ratios)
     was_split = np.bincount(group, minlength=len(first))[group] > 1
     return _reduction(model, out_faces, collapsed_onto[representative], split=was_split)
@@ -241,7 +269,7 @@ def level_key(model: AvatarModel, lod: str, keep_face: bool) -> str:
     as imported, so a new file version or mapping makes a new level) and of how it decimates."""
     digest = hashlib.blake2b(digest_size=20)
     digest.update(f"lod v{LOD_CACHE_VERSION} {lod} {LOD_RATIOS.get(lod)} face={keep_face} "
-                  f"{IMPORTED_FACE_RATIO} {EXPRESSIVE_PART_SHARE}".encode())
+                  f"{IMPORTED_FACE_RATIO} {EXPRESSIVE_PART_SHARE} {EXPRESSIVE_MIN_TRIANGLES}".encode())
     for array in (*_per_vertex_arrays(model), np.asarray(model.faces), np.asarray(model.joint_regressor)):
         digest.update(f"{array.dtype}{array.shape}".encode())
         digest.update(np.ascontiguousarray(array).data)

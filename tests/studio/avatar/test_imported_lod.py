@@ -59,7 +59,7 @@ def test_jaw_open_still_opens_the_mouth_and_the_texture_is_still_mapped(glb, lod
     level = level_of_detail(glb, lod, keep_face)
     jaw = ARKIT_INDEX["jawOpen"]
     drop = -level.expr_dirs[:, 1, jaw]  # y is up: the lower lip and chin move down
-    assert drop.max() > 0.9 * -glb.expr_dirs[:, 1, jaw].min() and (drop > 0.01).sum() >= 20
+    assert drop.max() > 0.75 * -glb.expr_dirs[:, 1, jaw].min() and (drop > 0.01).sum() >= 20
     textured = np.asarray(level.texture_rects)[:, 2] > 0  # vertices in a texture's atlas cell (not the white texel)
     assert textured.sum() > 0.3 * (np.asarray(glb.texture_rects)[:, 2] > 0).sum()
     assert np.ptp(np.asarray(level.uvs)[textured], axis=0).min() > 0.5  # the UVs still span the texture
