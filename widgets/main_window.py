@@ -591,6 +591,8 @@ class MainWindow(QMainWindow):
             self.set_background(background)
         if layout.options.get("framing") in CAMERA_FRAMINGS:
             self.viewport.set_framing(layout.options["framing"])
+        if "api" in layout.options:
+            self.outputs_dock.widget().api_row.restore(layout.options["api"], f"{self.layout_path}: options.api")
         return layout.dock_state if layout.workspaces is not None else None
 
     def _restore_window_rect(self, window: dict) -> None:
@@ -616,7 +618,8 @@ class MainWindow(QMainWindow):
         self.workspaces.model.keep(self.workspaces.current, state)
         layout = WindowLayout(
             bytes(self.saveGeometry().data()), state,
-            {"background": self.viewport.background, "framing": self.viewport.framing},
+            {"background": self.viewport.background, "framing": self.viewport.framing,
+             "api": self.outputs_dock.widget().api_row.settings()},
             self._window_rect(), self.workspaces.model.to_json(),
         )
         path = save_layout(layout, self.layout_path, keep_bad_copy=self._layout_file_bad)

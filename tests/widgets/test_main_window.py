@@ -112,7 +112,7 @@ def test_layout_is_saved_on_close_and_restored_on_start(open_window):
     first.set_background("chroma")
     first.close()
     saved = json.loads(default_layout_path().read_text())
-    assert saved["options"] == {"background": "chroma", "framing": "body"}
+    assert saved["options"] == {"background": "chroma", "framing": "body", "api": {"on": False, "port": 8765}}
     second = open_window()
     assert second.dockWidgetArea(second.inspector_dock) == Qt.DockWidgetArea.LeftDockWidgetArea
     assert second.viewport.background == "chroma"

@@ -165,6 +165,23 @@ class ApiRow:
         self._show_token(self.api.token)
         self._show_approved()
 
+    def settings(self) -> dict:
+        """What the window keeps for its next session: whether the API is on, and its port."""
+        return {"on": self.api.running, "port": self.port.value()}
+
+    def restore(self, saved: object, where: str) -> None:
+        """Take a session's `settings()`: the port at once; the API is switched on once the window's loop runs
+        (so the window shows before the engine starts). A bad value is said under the panel and left unused."""
+        port = saved.get("port") if isinstance(saved, dict) else None
+        on = saved.get("on") if isinstance(saved, dict) else None
+        if not isinstance(on, bool) or isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+            self.panel.message.error(f"{where} is {saved!r}; expected {{\"on\": true or false, \"port\": 1..65535}}, "
+                                     "so the API stays off")
+            return
+        self.port.setValue(port)
+        if on:
+            QTimer.singleShot(0, self.enabled, lambda: self.enabled.setChecked(True))
+
     def _show_token(self, get_token) -> None:
         try:
             self.token.setText(get_token())

@@ -210,3 +210,60 @@ def test_a_new_client_waits_until_the_operator_allows_or_denies_it_and_an_approv
         client, asked_again = finished(qtbot, InThread(Client.connect(served, "stream-deck")))
         assert asked_again["error"]["code"] == "not_approved"  # asked about again (and not answered here)
         run(client.session.close())
+
+
+def test_the_api_on_off_state_and_port_are_kept_for_the_next_window(qtbot, studio_home, tmp_path) -> None:
+    """Closed with the API on at a port, the next window serves there again; closed with it off, it stays off."""
+    import json
+
+    from studio.presets import persona_by_name
+    from tests.conftest import make_random_avatar
+    from widgets.main_window import MainWindow
+    from widgets.models import EngineController
+
+    layout_path = tmp_path / "layout.json"
+
+    def studio() -> MainWindow:
+        window = MainWindow(make_random_avatar(), engine=EngineController(), show_dialogs=False, layout_path=layout_path,
+                            persona=persona_by_name("default"))
+        qtbot.addWidget(window)
+        window.show()
+        qtbot.waitExposed(window)
+        return window
+
+    with closing(studio()) as window:
+        row = window.outputs_dock.widget().api_row
+        assert not row.enabled.isChecked() and row.port.value() == 8765
+        served = serve(qtbot, window)
+        window.api.names.approve("returning")
+    assert json.loads(layout_path.read_text())["options"]["api"] == {"on": True, "port": served.port}
+
+    with closing(studio()) as window:
+        row = window.outputs_dock.widget().api_row
+        assert row.port.value() == served.port
+        qtbot.waitUntil(lambda: window.api.running, timeout=WAIT_MS)  # switched on as the window comes up
+        assert row.enabled.isChecked() and window.api.thread.port == served.port
+
+        async def status() -> dict | None:
+            client, _answer = await Client.connect(served, "returning")
+            reply = await client.request("status")
+            await client.close()
+            return reply
+
+        assert finished(qtbot, InThread(status()))["ok"]
+        qtbot.mouseClick(row.enabled, Qt.MouseButton.LeftButton)
+        assert not window.api.running
+
+    with closing(studio()) as window:
+        row = window.outputs_dock.widget().api_row
+        qtbot.wait(50)  # the window's loop has run: nothing was switched on
+        assert not row.enabled.isChecked() and not window.api.running and row.port.value() == served.port
+
+    saved = json.loads(layout_path.read_text())
+    saved["options"]["api"] = {"on": "yes", "port": 70000}
+    layout_path.write_text(json.dumps(saved))
+    with closing(studio()) as window:
+        panel = window.outputs_dock.widget()
+        assert panel.message.text() == (f"{layout_path}: options.api is {{'on': 'yes', 'port': 70000}}; expected "
+                                        '{"on": true or false, "port": 1..65535}, so the API stays off')
+        assert not panel.api_row.enabled.isChecked() and panel.api_row.port.value() == 8765
