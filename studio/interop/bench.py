@@ -1,11 +1,12 @@
-"""`avatar-studio bench` figures for the live links: what a VMC / Live Link frame costs to send, and how long a
-tracker's packet takes to show in a FrameState."""
+"""`avatar-studio bench` figures for the live links: what a VMC / Live Link frame costs to send, how long a
+tracker's packet takes to show in a FrameState, and what the engine pays per hop while a receiver is fuzzed."""
 
 from __future__ import annotations
 
 import socket
 import threading
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -166,6 +167,90 @@ def engine_hop_with_links(seconds: float = 3.0) -> dict:
     return figures
 
 
+FUZZ_MESSAGES = 10_000
+
+
+def hop_costs_while(engine, audio: np.ndarray, busy: Callable[[], bool]) -> list[float]:
+    """Engine-loop cost per hop at live pace (`live_pace_hop_costs_ms`), pass after pass of `audio`, until `busy()`
+    (a flood still being sent) is False: every hop of the flood is measured, whatever its length."""
+    from studio.engine.bench import live_pace_hop_costs_ms
+
+    costs: list[float] = []
+    while True:
+        costs += live_pace_hop_costs_ms(engine, audio)
+        if not busy():
+            return costs
+
+
+def engine_hop_during_fuzz(seconds: float = 3.0, messages: int = FUZZ_MESSAGES, rounds: int = 2) -> dict:
+    """Engine loop per 10 ms hop of speech at live pace (p50, p95 ms), with a VMC and a Live Link receiver feeding
+    the tracker stage: quiet (no packets), and while `messages` fuzzed packets (`mutated_packets`) come to one door,
+    spread evenly over `seconds`; the cases alternate over `rounds`, so that a busy moment of the machine is shared.
+    Also the engine's own count of frames over its budget in each case."""
+    from studio.engine.bench import live_pace_hop_costs_ms, speech_like
+    from studio.engine.pipeline import Engine
+    from studio.interop.livelink_udp import LiveLinkReceiver, LiveLinkSender
+    from studio.interop.tracking import TrackerInput, TrackingMixer
+    from studio.interop.vmc import VmcReceiver, VmcSender
+
+    engine = Engine()
+    audio = speech_like(seconds)
+    tracker = TrackerInput()
+    receivers = {"vmc": VmcReceiver(tracker, port=0, host="127.0.0.1"),
+                 "livelink": LiveLinkReceiver(tracker, port=0, host="127.0.0.1")}
+    rng = np.random.default_rng(3)
+    frames = [FrameState(media_time_s=k / 60, arkit=rng.random(NUM_ARKIT), pose=relaxed_rest_pose()) for k in range(4)]
+    encoders = {"vmc": VmcSender(port=9), "livelink": LiveLinkSender(port=9)}
+    packets = {door: mutated_packets([encoder.encode(frame) for frame in frames], messages, seed)
+               for seed, (door, encoder) in enumerate(encoders.items())}
+    for encoder in encoders.values():
+        encoder.close()
+    out = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+
+    def flood(door: str) -> None:
+        port, batch = receivers[door].port, max(1, messages // int(seconds * 200))  # a batch every 5 ms
+        due = time.perf_counter()
+        for k in range(0, messages, batch):
+            for packet in packets[door][k:k + batch]:
+                out.sendto(packet, ("127.0.0.1", port))
+            due += batch * seconds / messages
+            time.sleep(max(0.0, due - time.perf_counter()))
+
+    labels = ("quiet", "vmc_fuzz", "livelink_fuzz")
+    costs: dict[str, list[float]] = {label: [] for label in labels}
+    over = dict.fromkeys(labels, 0)
+    figures: dict[str, float] = {"engine_hop_budget_ms": engine.telemetry.budget_ms}
+    try:
+        for receiver in receivers.values():
+            receiver.start()
+        TrackingMixer(tracker).attach(engine)
+        live_pace_hop_costs_ms(engine, audio)  # warm-up
+        for _round in range(rounds):
+            for label in labels:
+                over_before = engine.telemetry.over_budget_count
+                if label == "quiet":
+                    costs[label] += live_pace_hop_costs_ms(engine, audio)
+                else:
+                    sender = threading.Thread(target=flood, args=(label.removesuffix("_fuzz"),), daemon=True)
+                    sender.start()
+                    costs[label] += hop_costs_while(engine, audio, sender.is_alive)
+                    sender.join()
+                over[label] += engine.telemetry.over_budget_count - over_before
+        for label in labels:
+            figures[f"engine_hop_{label}_ms_p50"], figures[f"engine_hop_{label}_ms_p95"] = _percentiles(costs[label])
+            figures[f"engine_hop_{label}_hops_count"] = float(len(costs[label]))
+            figures[f"engine_over_budget_{label}_count"] = float(over[label])
+        for door, receiver in receivers.items():
+            figures[f"{door}_fuzz_received_count"] = float(receiver.packets)
+            figures[f"{door}_fuzz_sent_count"] = float(rounds * messages)
+            figures[f"{door}_fuzz_ignored_count"] = float(sum(receiver.counts.values()))
+    finally:
+        for receiver in receivers.values():
+            receiver.stop()
+        out.close()
+    return figures
+
+
 def bench_interop(seconds: float = 3.0) -> dict:
     """The `interop` section: send cost per frame and tracker-to-frame latency for VMC and Live Link Face."""
     from studio.interop.livelink_udp import LiveLinkSender
@@ -186,6 +271,9 @@ def bench_interop(seconds: float = 3.0) -> dict:
     figures.update(tracker_to_frame_ms("vmc", seconds))
     figures.update(tracker_to_frame_ms("livelink", seconds))
     figures.update(engine_hop_with_links(seconds))
+    figures.update(engine_hop_during_fuzz(seconds))
     figures["note"] = ("send: encode + sendto per frame on the sender's thread (the engine only queues the frame); "
-                       "tracker_to_frame: receiver arrival to the frame built, engine at its default rate")
+                       "tracker_to_frame: receiver arrival to the frame built, engine at its default rate; "
+                       "*_fuzz: 10,000 fuzzed packets at that receiver, spread over the window; ignored: malformed, "
+                       "non-finite, unknown names, clamped, or past the receiver's decoding share (flood)")
     return figures
