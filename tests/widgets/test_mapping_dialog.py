@@ -49,8 +49,10 @@ def _weights(**shapes: float) -> FrameState:
     return FrameState(arkit=weights)
 
 
-def _viewport_moves(window, **shapes: float) -> np.ndarray:
-    """Which pixels of the head close-up change when the main viewport shows these weights instead of rest."""
+def _viewport_moves(qtbot, window, **shapes: float) -> np.ndarray:
+    """Which pixels of the head close-up change when the main viewport shows these weights instead of rest
+    (once the preset's level of detail is drawn, so that no mesh switch falls between the two pictures)."""
+    qtbot.waitUntil(lambda: window.viewport.look_drawn, timeout=20000)
     window.viewport.frame_head()
     window.viewport.set_frame(FrameState())
     rest = window.viewport.render_image()[:, :, :3].astype(int)
@@ -60,6 +62,15 @@ def _viewport_moves(window, **shapes: float) -> np.ndarray:
 
 def _overlap(a: np.ndarray, b: np.ndarray) -> float:
     return float((a & b).sum() / max(1, (a | b).sum()))
+
+
+def _preview_moves(dialog: MappingDialog, channel: str) -> np.ndarray:
+    """Which pixels of the dialog's preview change when the test slider drives `channel` from 0 to 1."""
+    dialog.select_channel(channel)
+    dialog.test_slider.setValue(0)
+    rest = dialog.preview_image().astype(int)
+    dialog.test_slider.setValue(100)
+    return np.abs(dialog.preview_image().astype(int) - rest).sum(axis=2) > 30
 
 
 def _choose_source(qtbot, dialog: MappingDialog, channel: str, choice: str) -> None:
@@ -83,8 +94,8 @@ def test_the_menu_entry_is_enabled_only_for_an_imported_avatar(window, glb):
 
 def test_changing_jaw_open_in_the_dialog_saves_the_yaml_and_the_mouth_moves_with_the_new_morph(qtbot, window, glb):
     assert window.open_avatar(glb)
-    smile_moves = _viewport_moves(window, mouthSmileLeft=1.0)
-    jaw_before = _viewport_moves(window, jawOpen=1.0)
+    smile_moves = _viewport_moves(qtbot, window, mouthSmileLeft=1.0)
+    jaw_before = _viewport_moves(qtbot, window, jawOpen=1.0)
     assert smile_moves.sum() > 50 and jaw_before.sum() > 50 and _overlap(jaw_before, smile_moves) < 0.5
 
     window.edit_mapping_action.trigger()
@@ -100,24 +111,23 @@ def test_changing_jaw_open_in_the_dialog_saves_the_yaml_and_the_mouth_moves_with
         dialog.mapping.index[("arkit", "mouthSmileLeft")], dialog.mapping.index[("arkit", "mouthSmileRight")]]
     dialog.filter.clear()
 
+    live_frame = window.viewport._shown_state
+    smile_preview = _preview_moves(dialog, "mouthSmileLeft")
+    assert smile_preview.sum() > 20 and _overlap(_preview_moves(dialog, "jawOpen"), smile_preview) < 0.5
+
     _choose_source(qtbot, dialog, "jawOpen", "mouthSmileLeft")
     assert dialog.table.item(jaw, SOURCE).text() == "mouthSmileLeft"
     assert dialog.table.item(jaw, MATCHED).text() == "edited" and "unsaved" in dialog.windowTitle()
-
-    live_frame = window.viewport._shown_state
-    dialog.test_slider.setValue(0)
-    rest = dialog.preview_image().astype(int)
-    dialog.test_slider.setValue(100)
-    opened = dialog.preview_image().astype(int)
-    assert (np.abs(opened - rest).sum(axis=2) > 30).sum() > 20  # the preview shows the channel move
-    assert window.viewport._shown_state is live_frame  # and the live viewport was not driven by it
+    assert _overlap(_preview_moves(dialog, "jawOpen"), smile_preview) > 0.9  # the preview shows the unsaved edit
+    assert window.viewport._shown_state is live_frame  # and the live viewport was never driven by the preview
 
     qtbot.mouseClick(dialog.save_button, Qt.MouseButton.LeftButton)
     saved = yaml.safe_load((glb.parent / "blender_humanoid.mapping.yaml").read_text())
     assert saved["arkit"] == {"jawOpen": [{"morph": "mouthSmileLeft", "weight": 1}]}
     assert window.avatar.info["mapping_file"] == str(glb.parent / "blender_humanoid.mapping.yaml")
-    jaw_after = _viewport_moves(window, jawOpen=1.0)
-    assert _overlap(jaw_after, smile_moves) > 0.9  # jawOpen now moves the mouth as mouthSmileLeft does
+    jaw_after = _viewport_moves(qtbot, window, jawOpen=1.0)
+    smile_after = _viewport_moves(qtbot, window, mouthSmileLeft=1.0)
+    assert smile_after.sum() > 50 and _overlap(jaw_after, smile_after) > 0.9  # jawOpen now moves as mouthSmileLeft
 
 
 def test_a_bad_entry_is_named_and_not_saved_and_cancel_discards(qtbot, window, glb):
@@ -137,8 +147,10 @@ def test_a_bad_entry_is_named_and_not_saved_and_cancel_discards(qtbot, window, g
     assert not dialog.save()
     assert dialog.message.text().startswith("Not saved: Row jawOpen: morph target 'jawOpenn'")
     assert mapping_file.read_text() == "# mine\narkit:\n  cheekPuff: mouthFunnel\n"
+    before = window.viewport.base_avatar
     qtbot.mouseClick(dialog.buttons.button(dialog.buttons.StandardButton.Cancel), Qt.MouseButton.LeftButton)
     assert mapping_file.read_text() == "# mine\narkit:\n  cheekPuff: mouthFunnel\n"
+    assert window.viewport.base_avatar is before  # not reloaded
     assert window.findChild(MappingDialog) is None or not window.findChild(MappingDialog).isVisible()
 
 
