@@ -43,6 +43,7 @@ from studio.avatar.model import AvatarFormatError, AvatarModel  # noqa: E402
 from studio.frame import FrameState  # noqa: E402
 from studio.interop.links import LiveLinks  # noqa: E402
 from studio.presets import Persona, Preset, PresetError, Voice, persona_by_name, preset_by_name
+from studio.recent import RecentAvatars  # noqa: E402
 from studio.telemetry import ProcessCpuMeter  # noqa: E402
 from studio.workspaces import WorkspaceError  # noqa: E402
 from widgets.api_window import window_api_switch  # noqa: E402
@@ -55,6 +56,7 @@ from widgets.models import DEFAULT_LATENCY_TARGET_MS, EngineController, FpsMeter
 from widgets.panels.outputs_panel import OutputsPanel  # noqa: E402
 from widgets.panels.studio_panels import StudioPanels  # noqa: E402
 from widgets.preset_control import PresetController  # noqa: E402
+from widgets.recent_menu import RecentAvatarsMenu  # noqa: E402
 from widgets.settings import LayoutError, WindowLayout, default_layout_path, load_layout, save_layout  # noqa: E402
 from widgets.shortcut_guard import ShortcutGuard  # noqa: E402
 from widgets.take_browser import RecordingController  # noqa: E402
@@ -209,6 +211,7 @@ class MainWindow(QMainWindow):
         self.resize(*DEFAULT_SIZE)
 
         self._build_status_bar()
+        self.recent_avatars = RecentAvatars()
         self._build_menus()
         self._present_fps = DEFAULT_PRESENT_FPS
         self.presets = PresetController(self)
@@ -227,6 +230,7 @@ class MainWindow(QMainWindow):
         self.outputs_dock = self.add_dock("Outputs", "outputsDock", OutputsPanel(self.live_links, api=self.api),
                                           Qt.DockWidgetArea.RightDockWidgetArea)
         self.outputs_dock.widget().approval_asked.connect(self._client_asks)
+        self.presets.changed.connect(self.outputs_dock.widget().follow_preset)
         self.workspaces.install([self.panels.operator_dock, self.latency_dock, self.drift.dock, self.panels.persona_dock,
                                  self.panels.editor_dock, self.panels.preset_dock, self.inspector_dock,
                                  self.recording.dock, self.outputs_dock])
@@ -309,6 +313,7 @@ class MainWindow(QMainWindow):
         bar = self.menuBar()
         file_menu = bar.addMenu("&File")
         self._action(file_menu, "&Open Avatar…", self._choose_avatar, QKeySequence.StandardKey.Open)
+        self.recent_avatars_menu = RecentAvatarsMenu(file_menu, self.recent_avatars, self.open_avatar)
         file_menu.addSeparator()
         self._action(file_menu, "&Quit", self.close, QKeySequence.StandardKey.Quit)
 
@@ -421,7 +426,16 @@ class MainWindow(QMainWindow):
         self.update_avatar_label()
         about = describe_import(model)
         self.statusBar().showMessage(f"Opened avatar {model.name} from {path}" + (f": {about}" if about else ""), 15000)
+        self.remember_avatar(path)
         return True
+
+    def remember_avatar(self, path: str | os.PathLike) -> None:
+        """Put an avatar file that opened first in File → Open Recent Avatar (a config that cannot be written is
+        said in the status bar; the avatar stays open)."""
+        try:
+            self.recent_avatars.add(path)
+        except OSError as error:
+            self.statusBar().showMessage(f"Could not remember {path} among the recent avatars: {error}", 15000)
 
     @property
     def avatar(self) -> AvatarModel:

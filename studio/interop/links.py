@@ -104,6 +104,17 @@ class LiveLinks:
         self._update_tracking()
         return error
 
+    def follow_rate(self, rate_hz: float) -> str | None:
+        """VMC out at the preset's frame rate (restarted at it when on); the operator may set another in the panel
+        until the next preset. Returns the error in plain words, or None."""
+        settings = replace(self.settings["vmc_out"], rate_hz=float(rate_hz))
+        if settings == self.settings["vmc_out"]:
+            return None
+        if "vmc_out" in self.running:
+            return self.apply("vmc_out", settings)
+        self.settings["vmc_out"] = settings
+        return None
+
     def set_source(self, region: str, source: str) -> None:
         self.mixer.set_source(region, source)
 

@@ -57,6 +57,8 @@ class LinkRow:
         self.rate.setRange(1, 240)
         self.rate.setSuffix(" Hz")
         self.rate.setValue(round(settings.rate_hz))
+        if name == "vmc_out":
+            self.rate.setToolTip("Frames per second sent: the preset's frame rate, set again when the preset changes")
         self.rate.setEnabled(name in OUTPUTS)
         self.rate.setVisible(name in OUTPUTS)
         self.status = QLabel("off")
@@ -326,6 +328,18 @@ class OutputsPanel(QWidget):
     def set_source(self, region: str, source: str) -> None:
         self.links.set_source(region, source)
         self.save()
+
+    def follow_preset(self, preset) -> None:
+        """A new preset: VMC out sends at its frame rate from now on."""
+        error = self.links.follow_rate(preset.render.fps)
+        row = self.rows["vmc_out"]
+        row.rate.setValue(round(self.links.settings["vmc_out"].rate_hz))
+        if error is not None:
+            row.enabled.blockSignals(True)
+            row.enabled.setChecked(False)
+            row.enabled.blockSignals(False)
+        self.save()
+        row.refresh()
 
     def save(self) -> None:
         """Keep the settings for the next session; a failure is said under the panel, the links go on."""
