@@ -245,6 +245,8 @@ class StudioPanels:
             return False
         self._avatars[persona.avatar] = base
         self.base_avatar = base
+        if persona.avatar != "default":
+            self.window.remember_avatar(persona.avatar)
         self.persona_panel.refresh(persona)  # which colour parts and shape sliders this avatar has
         look = Look.of_persona(persona)
         viewport = self.window.viewport
