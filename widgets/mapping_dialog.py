@@ -342,7 +342,11 @@ class MappingDialog(QDialog):
 
     def save(self) -> bool:
         """Write the mapping file, reload the avatar and close; a bad row or a failed write keeps the dialog open
-        with the reason (the file on disk is then as it was)."""
+        with the reason (the file on disk is then as it was). With nothing edited it only closes: the user's file,
+        comments and all, is not rewritten."""
+        if not self.mapping.dirty and not self.mapping.file_problem:
+            self.accept()
+            return True
         try:
             path = self.mapping.save()
         except MappingEntryError as error:

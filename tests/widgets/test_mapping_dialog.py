@@ -167,3 +167,14 @@ def test_a_bone_set_to_none_is_saved_and_the_avatar_without_it_still_opens(qtbot
     assert "head" not in window.avatar.info["humanoid"]
     window.viewport.frame_head()
     assert window.viewport.render_image()[:, :, :3].std() > 5
+
+
+def test_save_with_nothing_edited_leaves_the_users_file_untouched(qtbot, window, glb):
+    mapping_file = glb.parent / "blender_humanoid.mapping.yaml"
+    mapping_file.write_text("# my notes\narkit:\n  cheekPuff: mouthFunnel\n")
+    assert window.open_avatar(glb)
+    dialog = window.edit_mapping()
+    qtbot.waitExposed(dialog)
+    assert dialog.table.item(dialog.mapping.index[("arkit", "cheekPuff")], SOURCE).text() == "mouthFunnel"
+    assert dialog.save()
+    assert mapping_file.read_text() == "# my notes\narkit:\n  cheekPuff: mouthFunnel\n"
