@@ -90,7 +90,6 @@ QMenuBar { background: #1f2023; color: #d7dae0; }
 QMenuBar::item:selected { background: #34373c; }
 QMenu { background: #25272b; color: #d7dae0; border: 1px solid #3a3d42; }
 QMenu::item:selected { background: #3d6fb4; }
-QMenu::item:disabled { color: #6b6f78; }
 QScrollArea, QScrollArea > QWidget > QWidget { background: #202124; }
 """
 
@@ -183,6 +182,8 @@ class MainWindow(QMainWindow):
         self.layout_path = layout_path or default_layout_path()
         self._layout_file_bad = False
         self.engine = engine or EngineController()
+        self.live_links = LiveLinks(self.engine.ensure_engine, rate_hz=preset.render.fps if preset is not None else None,
+                                    current_engine=lambda: self.engine.engine, rest_joints=lambda: self.avatar.rest_joints())
         self.persona = persona or Persona(name="default")
         self.idle = IdleAnimator(style=self.persona.motion_style())
         self.fps_meter = FpsMeter()
@@ -225,8 +226,6 @@ class MainWindow(QMainWindow):
         self.update_avatar_label()
         self._on_engine_state(self.engine.state)
         self.recording = RecordingController(self, recordings_root)
-        self.live_links = LiveLinks(self.engine.ensure_engine, rate_hz=preset.render.fps if preset is not None else None,
-                                    current_engine=lambda: self.engine.engine)
         self.api = window_api_switch(self)
         self.outputs_dock = self.add_dock("Outputs", "outputsDock", OutputsPanel(self.live_links, api=self.api),
                                           Qt.DockWidgetArea.RightDockWidgetArea)
@@ -447,6 +446,7 @@ class MainWindow(QMainWindow):
         self.avatar_label.setText(f"Avatar: {self.avatar.name}")
         about = describe_import(self.avatar)
         self.avatar_label.setToolTip(self.avatar.source + (f"\n{about}" if about else ""))
+        self.live_links.avatar_changed()  # VMC out sends this avatar's bone positions
         self.edit_mapping_action.setEnabled(is_gltf_path(self.viewport.base_avatar.source))
 
     def edit_mapping(self):

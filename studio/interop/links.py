@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
+import numpy as np
+
 from studio.fileio import atomic_write
 from studio.interop.livelink_udp import LIVELINK_PORT, LiveLinkReceiver, LiveLinkSender
 from studio.interop.tracking import REGIONS, SOURCES, TrackerInput, TrackingMixer
@@ -62,11 +64,14 @@ class LiveLinks:
     """Every link's settings and running object, and the tracker stage shared by the inputs."""
 
     def __init__(self, engine_provider: Callable[[], object | None], rate_hz: float | None = None,
-                 current_engine: Callable[[], object | None] | None = None) -> None:
+                 current_engine: Callable[[], object | None] | None = None,
+                 rest_joints: Callable[[], np.ndarray] | None = None) -> None:
         """`engine_provider` gives the running engine (building it if need be); `current_engine` the one there is
-        now, without building one (for `follow_engine`)."""
+        now, without building one (for `follow_engine`); `rest_joints` the avatar's (55, 3) joints at rest, from
+        which VMC out sends each bone's position (asked when VMC out starts and after `avatar_changed`)."""
         self.engine_provider = engine_provider
         self.current_engine = current_engine
+        self.rest_joints = rest_joints
         self.settings = dict(DEFAULT_SETTINGS)
         if rate_hz is not None:
             self.settings["vmc_out"] = replace(self.settings["vmc_out"], rate_hz=float(rate_hz))
@@ -113,6 +118,12 @@ class LiveLinks:
         if "vmc_out" in self.running:
             return self.apply("vmc_out", settings)
         self.settings["vmc_out"] = settings
+        return None
+
+    def avatar_changed(self) -> str | None:
+        """Another avatar or body shape: VMC out, when on, restarts with its bone positions."""
+        if "vmc_out" in self.running and self.rest_joints is not None:
+            return self.apply("vmc_out", self.settings["vmc_out"])
         return None
 
     def set_source(self, region: str, source: str) -> None:
@@ -218,7 +229,8 @@ class LiveLinks:
 
     def _start(self, name: str, settings: LinkSettings, engine) -> object:
         if name == "vmc_out":
-            link = VmcSender(settings.host, settings.port, settings.rate_hz, settings.naming)
+            rest_joints = self.rest_joints() if self.rest_joints is not None else None
+            link = VmcSender(settings.host, settings.port, settings.rate_hz, settings.naming, rest_joints)
         elif name == "livelink_out":
             link = LiveLinkSender(settings.host, settings.port, settings.rate_hz)
         elif name == "vmc_in":

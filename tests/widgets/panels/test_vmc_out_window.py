@@ -1,4 +1,4 @@
-"""VMC out as the window runs it: at the current preset's rate.
+"""VMC out as the window runs it: at the current preset's rate, with the current avatar's bone positions.
 
 The bundles are received on a real UDP socket and read back by python-osc's parser."""
 
@@ -8,7 +8,13 @@ import socket
 from contextlib import closing
 from dataclasses import replace
 
+import numpy as np
 from pythonosc.osc_bundle import OscBundle
+
+from studio.avatar.skeleton import JOINT_NAMES, PARENTS
+from studio.interop.unity import UNITY_BONE
+
+WAIT_MS = 60_000  # a hang guard, never a timing assert
 
 
 def listening() -> socket.socket:
@@ -42,3 +48,46 @@ def test_vmc_out_follows_the_current_presets_rate(qtbot, studio_window) -> None:
         window.panels.select_preset("performance")  # switched off, it starts at the preset's rate next time
         assert window.live_links.settings["vmc_out"].rate_hz == 25.0 and rate.value() == 25
 
+
+def bone_positions(receiver: socket.socket) -> dict[str, np.ndarray]:
+    """Every bone's position in one VMC bundle, by Unity bone name."""
+    bundle = OscBundle(receiver.recv(65536))
+    positions = {}
+    for message in bundle:
+        if message.address == "/VMC/Ext/Bone/Pos":
+            name, *numbers = message.params
+            positions[name] = np.array(numbers[:3])
+    return positions
+
+
+def expected_positions(avatar) -> dict[str, np.ndarray]:
+    """Each bone's offset from its parent at rest (the hips from the origin), x mirrored for Unity's left hand."""
+    joints = avatar.rest_joints().astype(np.float64)
+    expected = {}
+    for index, name in enumerate(JOINT_NAMES):
+        offset = joints[index] - (joints[PARENTS[index]] if PARENTS[index] >= 0 else 0.0)
+        expected[UNITY_BONE[name]] = offset * np.array([-1.0, 1.0, 1.0])
+    return expected
+
+
+def test_vmc_out_sends_the_avatars_rest_offsets_as_bone_positions_and_follows_a_new_avatar(qtbot, studio_window) -> None:
+    with closing(studio_window(real_engine=True)) as window:
+        with closing(listening()) as receiver:
+            switch_vmc_out_on(window, receiver.getsockname()[1])
+            sent = bone_positions(receiver)
+            wanted = expected_positions(window.avatar)
+            assert set(sent) == set(wanted) and len(sent) == 55
+            for bone, position in wanted.items():
+                np.testing.assert_allclose(sent[bone], position, atol=1e-5, err_msg=bone)
+            assert np.linalg.norm(sent["Hips"]) > 0.01 and np.linalg.norm(sent["LeftUpperLeg"]) > 0.01
+
+            window.panels.persona_doc.update("betas", [2.0, -1.5])  # a new body shape: the avatar changes
+            qtbot.waitUntil(lambda: window.viewport.look.betas[:2] == (2.0, -1.5), timeout=WAIT_MS)
+            reshaped = expected_positions(window.avatar)
+            assert not np.allclose(reshaped["LeftUpperLeg"], wanted["LeftUpperLeg"], atol=1e-4)
+
+            def new_offsets_sent() -> bool:
+                sent = bone_positions(receiver)
+                return all(np.allclose(sent[bone], position, atol=1e-5) for bone, position in reshaped.items())
+
+            qtbot.waitUntil(new_offsets_sent, timeout=WAIT_MS)
