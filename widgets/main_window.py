@@ -90,6 +90,7 @@ QMenuBar { background: #1f2023; color: #d7dae0; }
 QMenuBar::item:selected { background: #34373c; }
 QMenu { background: #25272b; color: #d7dae0; border: 1px solid #3a3d42; }
 QMenu::item:selected { background: #3d6fb4; }
+QMenu::item:disabled { color: #6b6f78; }
 QScrollArea, QScrollArea > QWidget > QWidget { background: #202124; }
 """
 
