@@ -35,6 +35,8 @@ VOICES = ("en-us", "en-gb", "en-gb-scotland", "en-us+f3", "en-us+m3", "en-us+f4"
 BETA_SLIDERS = 4
 BETA_STEPS = 10  # slider steps per unit of beta
 TEST_LINE = "Hello, this is how I sound. Bob met Pam by the maple tree."
+SHAPELESS_NOTE = ("The body-shape sliders are off: this avatar has no body-shape space (an imported glTF/VRM "
+                  "file), so they cannot change it.")
 
 
 class PersonaPanel(QWidget, DocumentEditing):
@@ -78,6 +80,7 @@ class PersonaPanel(QWidget, DocumentEditing):
             slider.setRange(-3 * BETA_STEPS, 3 * BETA_STEPS)
             slider.valueChanged.connect(self._betas_changed)
             self.betas.append(slider)
+        self.shape_note = MessageLine()  # in view, not only in the sliders' tooltip
         self.color_buttons: dict[str, QPushButton] = {}
         colors = QGridLayout()
         for i, part in enumerate(COLOR_PARTS):
@@ -129,6 +132,7 @@ class PersonaPanel(QWidget, DocumentEditing):
         form.addRow("Avatar", avatar_row)
         for i, slider in enumerate(self.betas):
             form.addRow(f"Body shape β{i + 1}", slider)
+        form.addRow(self.shape_note)
         content = QVBoxLayout()
         content.addWidget(self.chooser)
         content.addLayout(buttons)
@@ -188,6 +192,7 @@ class PersonaPanel(QWidget, DocumentEditing):
             slider.setEnabled(not shapeless)
             slider.setToolTip("This avatar has no body-shape space (an imported glTF/VRM file): "
                               "the shape sliders cannot change it" if shapeless else "")
+        self.shape_note.info(SHAPELESS_NOTE if shapeless else "")
         for part, button in self.color_buttons.items():
             rgb = persona.colors.get(part) or part_color(self.controls.base_avatar, part)
             button.setEnabled(rgb is not None)
