@@ -586,6 +586,7 @@ class AvatarVisual(Visual):
         program["a_material"] = gloo.VertexBuffer(mesh.material)
         program["a_cloth"] = gloo.VertexBuffer(mesh.cloth_weights)
         self._set_surface(mesh)
+        self.cloth.set_spring_bones(mesh.model.spring_bones)  # an imported avatar's VRM spring chains, if any
         self._set_cloth_offsets(np.zeros((len(CLOTH_REGIONS), 3), np.float32))
         if self.skinning_path == "gpu":
             program["a_joints"] = gloo.VertexBuffer(mesh.joint_indices)
@@ -649,7 +650,7 @@ class AvatarVisual(Visual):
             return
         mesh = self.mesh
         anchors = np.einsum("rij,rj->ri", rows[mesh.cloth_joints], mesh.cloth_anchors)
-        self._set_cloth_offsets(self.cloth.step(time_s, anchors))
+        self._set_cloth_offsets(self.cloth.step(time_s, anchors, rows))
 
     def set_state(self, state: FrameState) -> None:
         """Show this frame at the next draw (cheap: the work happens once per drawn frame)."""

@@ -6,6 +6,11 @@ accelerates, the mass lags and swings back; the region's vertices are pushed by 
 own weight (0 where the cloth is attached, 1 at its free edge), as a vertex offset the renderer adds
 after skinning. Springs are integrated in fixed substeps, so the motion does not depend on the frame
 rate, and the lag is clamped, so nothing flies off after a jump cut.
+
+An imported avatar with VRM spring bones brings its own chains (`studio.avatar.springs`): given the joint
+matrices, `ClothSim` runs those chains instead, with their own stiffness, gravity, drag and colliders, and each
+region's offset is its chains' tip displacement. The precision level still says which regions run (hair: chains on
+the head; shirt: the others).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import numpy as np
 
 from studio.avatar.model import AvatarModel
 from studio.avatar.skeleton import JOINT_INDEX
+from studio.avatar.springs import SpringBoneSim, SpringRig
 
 CLOTH_REGIONS = ("hair", "shirt", "left_sleeve", "right_sleeve")
 SUBSTEP_S = 1.0 / 120.0
@@ -99,12 +105,27 @@ def _ramp(distance: np.ndarray) -> np.ndarray:
 class ClothSim:
     """The springs of the enabled regions; `offsets` are the (4, 3) world-space vertex offsets per region.
 
-    `springs_stepped` counts spring integration substeps (regions x substeps): the work the level costs.
+    `springs_stepped` counts spring integration substeps (regions x substeps, or with spring bones the bones
+    moved x steps): the work the level costs.
     """
 
-    def __init__(self, regions: tuple[str, ...] = ()) -> None:
+    def __init__(self, regions: tuple[str, ...] = (), spring_bones: SpringRig | None = None) -> None:
         self.springs_stepped = 0
+        self.bones: SpringBoneSim | None = None
         self.set_regions(regions)
+        self.set_spring_bones(spring_bones)
+
+    def set_spring_bones(self, rig: SpringRig | None) -> None:
+        """Use an avatar's VRM spring chains (None: the region springs); they start again at rest."""
+        self.bones = None if rig is None else SpringBoneSim(rig)
+        self._enable_chains()
+        self.offsets[:] = 0.0
+
+    def _enable_chains(self) -> None:
+        if self.bones is not None:
+            enabled = [CLOTH_REGIONS.index(region) for region in self.regions]
+            self.bones.enabled = np.isin(self.bones.rig.channel, enabled)
+            self.bones.reset()
 
     def set_regions(self, regions: tuple[str, ...]) -> None:
         """Turn regions on or off (the springs start again at rest; the step count carries on)."""
@@ -116,10 +137,21 @@ class ClothSim:
         self._mass: dict[str, np.ndarray] = {}
         self._velocity: dict[str, np.ndarray] = {}
         self._time: float | None = None
+        if self.bones is not None:
+            self._enable_chains()
 
-    def step(self, time_s: float, anchors: np.ndarray) -> np.ndarray:
-        """Advance to `time_s` with the regions' anchors (4, 3) at their world positions now; returns `offsets`."""
+    def step(self, time_s: float, anchors: np.ndarray, joint_rows: np.ndarray | None = None) -> np.ndarray:
+        """Advance to `time_s` with the regions' anchors (4, 3) at their world positions now; returns `offsets`.
+
+        With spring bones, `joint_rows` (the avatar's skinning matrices now, (55, 3, 4)) moves their chains.
+        """
         if not self.regions:
+            return self.offsets
+        if self.bones is not None and joint_rows is not None:
+            before = self.bones.steps_taken
+            self.bones.step(time_s, joint_rows)
+            self.springs_stepped += self.bones.steps_taken - before
+            self.offsets[:] = self.bones.region_offsets(len(CLOTH_REGIONS))
             return self.offsets
         previous, self._time = self._time, float(time_s)
         if previous is None or not 0.0 < time_s - previous <= JUMP_S:  # first frame, time went back, or a jump

@@ -29,6 +29,7 @@ from studio.avatar.model import AvatarModel
 from studio.avatar.mtoon import mtoon_extras
 from studio.avatar.skeleton import JOINT_INDEX, NUM_JOINTS, PARENTS
 from studio.avatar.skinning import Kinematics, batch_rodrigues
+from studio.avatar.springs import SpringRig
 from studio.avatar.vrm import VrmInfo, guess_humanoid, read_vrm
 
 _FINGERS = {"Thumb": ("Metacarpal", "Proximal", "Distal"), "Index": ("Proximal", "Intermediate", "Distal"),
@@ -131,6 +132,7 @@ def avatar_from_scene(scene: GltfScene, vrm: VrmInfo, overrides: dict | None = N
     regressor[:, count:] = np.eye(NUM_JOINTS, dtype=np.float32)
 
     cloth = _spring_weights(scene, vrm, smplx_of_node, node_weights, count)
+    springs = _spring_rig(scene, vrm, smplx_of_node)
     expr, mapping, drive = _expressions(scene, vrm, offsets, count, overrides)
     colors, uvs, rects, alpha, atlas, shading = _look(scene, count)
     rim, outline, blend_group = mtoon_extras(scene)
@@ -168,6 +170,7 @@ def avatar_from_scene(scene: GltfScene, vrm: VrmInfo, overrides: dict | None = N
         source=str(scene.path),
         uvs=pad(uvs), texture=atlas, texture_rects=pad(rects), alpha=pad(alpha, 1.0),
         cloth_weights=None if cloth is None else pad(cloth),
+        spring_bones=springs,
         shading=None if shading is None else pad(shading),
         rim=None if rim is None else pad(rim), outline=None if outline is None else pad(outline),
         blend_group=None if blend_group is None else np.concatenate([blend_group, np.full(NUM_JOINTS, -1, np.int32)]),
@@ -209,7 +212,9 @@ def _to_t_pose(model: AvatarModel) -> AvatarModel:
     expr = np.einsum("vab,vbk->vak", per_vertex[:, :3, :3], model.expr_dirs)
     info = dict(model.info)
     info["notes"] = [*info.get("notes", []), f"its arms were lower than a T-pose: turned level at load ({', '.join(turned)})"]
-    return dataclasses.replace(model, v_template=rest.astype(np.float32), expr_dirs=expr.astype(np.float32), info=info)
+    springs = None if model.spring_bones is None else model.spring_bones.moved(skinning)
+    return dataclasses.replace(model, v_template=rest.astype(np.float32), expr_dirs=expr.astype(np.float32), info=info,
+                               spring_bones=springs)
 
 
 def _align(vector: np.ndarray, target: np.ndarray) -> np.ndarray:
@@ -238,6 +243,47 @@ def _ride(scene: GltfScene, smplx_of_node: dict[int, int], node: int) -> int:
             return smplx_of_node[at]
         at = scene.parents[at]
     return 0
+
+
+def _spring_region(scene: GltfScene, smplx_of_node: dict[int, int], root: int) -> int:
+    """The cloth region a spring chain drives: 0 (hair) for a chain riding on the head, neck or jaw, else 1 (shirt)."""
+    head = {JOINT_INDEX["head"], JOINT_INDEX["neck"], JOINT_INDEX["jaw"]}
+    return 0 if _ride(scene, smplx_of_node, root) in head else 1
+
+
+def _spring_rig(scene: GltfScene, vrm: VrmInfo, smplx_of_node: dict[int, int]) -> SpringRig | None:
+    """The VRM spring chains (two joints or more) and their colliders as a SpringRig, or None when there are none."""
+    chains = [chain for chain in vrm.spring_chains if len(chain.joints) >= 2]
+    if not chains:
+        return None
+    length = max(len(chain.joints) for chain in chains)
+    scale = np.linalg.norm(scene.world[:, :3, 0], axis=1)  # a node's radii grow with its scale
+    rest = np.zeros((len(chains), length, 3))
+    per_bone = {key: np.zeros((len(chains), length)) for key in ("stiffness", "gravity_power", "drag", "hit_radius")}
+    gravity = np.zeros((len(chains), length, 3))
+    for c, chain in enumerate(chains):
+        nodes = [joint.node for joint in chain.joints]
+        rest[c] = scene.world[nodes + [nodes[-1]] * (length - len(nodes)), :3, 3]
+        for k, joint in enumerate(chain.joints):
+            per_bone["stiffness"][c, k], per_bone["gravity_power"][c, k] = joint.stiffness, joint.gravity_power
+            per_bone["drag"][c, k] = min(max(joint.drag, 0.0), 1.0)
+            per_bone["hit_radius"][c, k] = joint.hit_radius * scale[joint.node]
+            gravity[c, k] = joint.gravity_dir / max(np.linalg.norm(joint.gravity_dir), 1e-12)
+    if vrm.version == "0.x":
+        gravity[:, :, [0, 2]] *= -1.0  # the reader turned VRM 0.x's scene to face +Z; its world directions turn too
+    colliders = vrm.colliders
+    heads = np.array([scene.world[k.node] @ (*k.offset, 1.0) for k in colliders]).reshape(-1, 4)[:, :3]
+    tails = np.array([scene.world[k.node] @ (*(k.tail or k.offset), 1.0) for k in colliders]).reshape(-1, 4)[:, :3]
+    collides = np.zeros((len(chains), len(colliders)), bool)
+    for c, chain in enumerate(chains):
+        collides[c, list(chain.colliders)] = True
+    return SpringRig(
+        rest=rest, count=np.array([len(chain.joints) for chain in chains]),
+        ride=np.array([_ride(scene, smplx_of_node, chain.joints[0].node) for chain in chains]),
+        channel=np.array([_spring_region(scene, smplx_of_node, chain.joints[0].node) for chain in chains]),
+        gravity_dir=gravity, **per_bone, collider_head=heads, collider_tail=tails,
+        collider_radius=np.array([k.radius * scale[k.node] for k in colliders]),
+        collider_ride=np.array([_ride(scene, smplx_of_node, k.node) for k in colliders], int), collides=collides)
 
 
 def _spring_weights(scene: GltfScene, vrm: VrmInfo, smplx_of_node: dict[int, int],

@@ -37,6 +37,34 @@ class Expression:
 
 
 @dataclass(frozen=True)
+class SpringJoint:
+    """One joint of a spring chain with the VRM parameters of the bone from it to the next joint."""
+
+    node: int
+    stiffness: float = 1.0
+    gravity_power: float = 0.0
+    gravity_dir: tuple[float, float, float] = (0.0, -1.0, 0.0)  # world (glTF axes)
+    drag: float = 0.5
+    hit_radius: float = 0.0  # metres, in the node's scale
+
+
+@dataclass(frozen=True)
+class SpringCollider:
+    """A sphere (tail None) or capsule collider riding on a node; offset and tail in the node's own space."""
+
+    node: int
+    offset: tuple[float, float, float]
+    radius: float
+    tail: tuple[float, float, float] | None = None
+
+
+@dataclass(frozen=True)
+class SpringChain:
+    joints: tuple[SpringJoint, ...]  # root first
+    colliders: tuple[int, ...] = ()  # indices into VrmInfo.colliders
+
+
+@dataclass(frozen=True)
 class VrmInfo:
     version: str  # "0.x", "1.0" or "" (plain glTF)
     humanoid: Mapping[str, int]  # VRM 1.0 bone name -> node
@@ -44,6 +72,8 @@ class VrmInfo:
     look_at: str  # "bone", "expression" or ""
     meta: Mapping[str, str]
     springs: tuple[tuple[int, ...], ...] = ()  # spring bone chains, root first (node indices)
+    spring_chains: tuple[SpringChain, ...] = ()  # the same chains with their parameters and colliders
+    colliders: tuple[SpringCollider, ...] = ()
 
 
 def read_vrm(scene: GltfScene) -> VrmInfo:
@@ -53,6 +83,8 @@ def read_vrm(scene: GltfScene) -> VrmInfo:
             return _vrm1(scene, scene.extensions["VRMC_vrm"])
         if "VRM" in scene.extensions:
             return _vrm0(scene, scene.extensions["VRM"])
+    except AvatarFormatError:
+        raise
     except (TypeError, ValueError, KeyError, AttributeError) as error:
         raise AvatarFormatError(f"{scene.path}: its VRM extension is malformed ({type(error).__name__}: {error})") from None
     return VrmInfo("", {}, {}, "", {})
@@ -75,11 +107,10 @@ def _vrm1(scene: GltfScene, ext: dict) -> VrmInfo:
             overrides = {key: str(spec.get(key, "none")) for key in OVERRIDE_GROUPS}
             expressions[name] = Expression(name, binds, bool(spec.get("isBinary", False)), overrides)
     meta = ext.get("meta") or {}
-    springs = tuple(
-        tuple(_node(scene, joint.get("node"), "a spring bone joint") for joint in spring.get("joints") or [])
-        for spring in (scene.extensions.get("VRMC_springBone") or {}).get("springs") or []
-    )
-    return VrmInfo("1.0", bones, expressions, str((ext.get("lookAt") or {}).get("type", "")), springs=springs, meta={
+    chains, colliders = _springs1(scene, scene.extensions.get("VRMC_springBone") or {})
+    return VrmInfo("1.0", bones, expressions, str((ext.get("lookAt") or {}).get("type", "")),
+                   springs=tuple(tuple(j.node for j in chain.joints) for chain in chains), spring_chains=chains,
+                   colliders=colliders, meta={
         "title": str(meta.get("name", "")),
         "author": ", ".join(str(a) for a in meta.get("authors") or []),
         "licence": str(meta.get("licenseUrl", "")),
@@ -104,17 +135,89 @@ def _vrm0(scene: GltfScene, ext: dict) -> VrmInfo:
         expressions[name] = Expression(name, tuple(binds), bool(spec.get("isBinary", False)), {})
     meta = ext.get("meta") or {}
     look = str((ext.get("firstPerson") or {}).get("lookAtTypeName", "")).lower()
-    springs = []
-    for group in (ext.get("secondaryAnimation") or {}).get("boneGroups") or []:
-        for root in group.get("bones") or []:
-            springs.extend(_chains(scene, _node(scene, root, "a secondaryAnimation bone")))
-    return VrmInfo("0.x", bones, expressions, "expression" if look == "blendshape" else look, springs=tuple(springs),
-                   meta={
+    chains, colliders = _springs0(scene, ext.get("secondaryAnimation") or {})
+    return VrmInfo("0.x", bones, expressions, "expression" if look == "blendshape" else look,
+                   springs=tuple(tuple(j.node for j in chain.joints) for chain in chains), spring_chains=chains,
+                   colliders=colliders, meta={
         "title": str(meta.get("title", "")),
         "author": str(meta.get("author", "")),
         "licence": str(meta.get("licenseName", "")),
         "redistribution": str(meta.get("otherPermissionUrl", "")),
     })
+
+
+def _vector(value, what: str, default=(0.0, 0.0, 0.0)) -> tuple[float, float, float]:
+    """A 3-vector from a list [x, y, z] or VRM 0.x's {"x": .., "y": .., "z": ..}."""
+    if value is None:
+        return default
+    items = [value.get(axis, 0.0) for axis in "xyz"] if isinstance(value, dict) else list(value)
+    if len(items) != 3:
+        raise ValueError(f"{what} is {value!r}; expected 3 numbers")
+    return tuple(float(v) for v in items)
+
+
+def _collider_groups(scene: GltfScene, groups: list, used: list, what: str) -> tuple[int, ...]:
+    """Collider indices of the groups a chain names (each group a list of collider indices)."""
+    out = []
+    for group in used or []:
+        if not isinstance(group, int) or not 0 <= group < len(groups):
+            raise AvatarFormatError(f"{scene.path}: {what} names collider group {group!r}; the file has {len(groups)}")
+        out.extend(i for i in groups[group] if i not in out)
+    return tuple(out)
+
+
+def _springs1(scene: GltfScene, ext: dict) -> tuple[tuple[SpringChain, ...], tuple[SpringCollider, ...]]:
+    """VRM 1.0 `VRMC_springBone`: springs of joints with their own parameters, sphere and capsule colliders."""
+    colliders = []
+    for spec in ext.get("colliders") or []:
+        node = _node(scene, spec.get("node"), "a spring bone collider")
+        shape = spec.get("shape") or {}
+        kind = "capsule" if "capsule" in shape else "sphere"
+        body = shape.get(kind) or {}
+        colliders.append(SpringCollider(node, _vector(body.get("offset"), "a collider offset"),
+                                        float(body.get("radius", 0.0)),
+                                        _vector(body.get("tail"), "a collider tail") if kind == "capsule" else None))
+    groups = []
+    for group in ext.get("colliderGroups") or []:
+        members = [int(i) for i in group.get("colliders") or []]
+        bad = [i for i in members if not 0 <= i < len(colliders)]
+        if bad:
+            raise AvatarFormatError(f"{scene.path}: a spring bone collider group names collider {bad[0]}; "
+                                    f"the file has {len(colliders)}")
+        groups.append(members)
+    chains = []
+    for spring in ext.get("springs") or []:
+        joints = tuple(SpringJoint(
+            _node(scene, joint.get("node"), "a spring bone joint"), float(joint.get("stiffness", 1.0)),
+            float(joint.get("gravityPower", 0.0)), _vector(joint.get("gravityDir"), "a gravityDir", (0.0, -1.0, 0.0)),
+            float(joint.get("dragForce", 0.5)), float(joint.get("hitRadius", 0.0))) for joint in spring.get("joints") or [])
+        chains.append(SpringChain(joints, _collider_groups(scene, groups, spring.get("colliderGroups"), "a spring")))
+    return tuple(chains), tuple(colliders)
+
+
+def _springs0(scene: GltfScene, ext: dict) -> tuple[tuple[SpringChain, ...], tuple[SpringCollider, ...]]:
+    """VRM 0.x `secondaryAnimation`: bone groups (one parameter set, every path from a listed bone to a leaf is a
+    chain) and collider groups of spheres. Their vectors are in Unity's axes: z is turned to glTF's."""
+    colliders, groups = [], []
+    for group in ext.get("colliderGroups") or []:
+        node = _node(scene, group.get("node"), "a secondaryAnimation collider group")
+        members = []
+        for spec in group.get("colliders") or []:
+            x, y, z = _vector(spec.get("offset"), "a collider offset")
+            members.append(len(colliders))
+            colliders.append(SpringCollider(node, (x, y, -z), float(spec.get("radius", 0.0))))
+        groups.append(members)
+    chains = []
+    for group in ext.get("boneGroups") or []:
+        x, y, z = _vector(group.get("gravityDir"), "a gravityDir", (0.0, -1.0, 0.0))
+        settings = {"stiffness": float(group.get("stiffiness", 1.0)), "gravity_power": float(group.get("gravityPower", 0.0)),
+                    "gravity_dir": (x, y, -z), "drag": float(group.get("dragForce", 0.4)),
+                    "hit_radius": float(group.get("hitRadius", 0.02))}
+        members = _collider_groups(scene, groups, group.get("colliderGroups"), "a secondaryAnimation bone group")
+        for root in group.get("bones") or []:
+            for nodes in _chains(scene, _node(scene, root, "a secondaryAnimation bone")):
+                chains.append(SpringChain(tuple(SpringJoint(node, **settings) for node in nodes), members))
+    return tuple(chains), tuple(colliders)
 
 
 def _chains(scene: GltfScene, root: int) -> list[tuple[int, ...]]:
