@@ -325,8 +325,8 @@ class Engine:
 
     def listen_source_audio(self, listener: Callable[[float, np.ndarray, int], None]) -> None:
         """Call `listener(media_time_s, frames, rate)` on the engine thread with the source's audio as the source has
-        it (a microphone's at its device rate and channels, (n, channels) when stereo; a source without its own,
-        the analysed mono copy at ENGINE_RATE): what a take keeps. It must only copy."""
+        it (a microphone's at its device rate and channels, (n, channels) when stereo, a voice's at its own rate; a
+        source without its own, the analysed mono copy at ENGINE_RATE): what a take keeps. It must only copy."""
         with self._lock:
             self._source_audio_listeners.append(listener)
 
@@ -334,12 +334,6 @@ class Engine:
         with self._lock:
             if listener in self._source_audio_listeners:
                 self._source_audio_listeners.remove(listener)
-
-    def source_audio_format(self) -> tuple[int, int] | None:
-        """(rate, channels) of the source's own audio that `listen_source_audio` hands out now (a microphone's); None
-        while no source is set or it hands out the engine's copy."""
-        source = self._source
-        return source.capture_format if source is not None else None
 
     def start(self) -> None:
         if self.running:

@@ -440,12 +440,25 @@ class PlayedAudio(AudioSource):
         """Samples the source holds; one that streams from disk finds its end as it decodes."""
         return len(self.audio)
 
+    _captured: tuple[float, np.ndarray, int] | None = None
+
+    @property
+    def capture_format(self) -> tuple[int, int] | None:
+        """The clip's own rate and channels (a voice's 22.05 kHz); None for a file, which holds no copy at its rate."""
+        return (self.play_rate, self.play_audio.shape[1]) if len(self.play_audio) else None
+
+    def captured_audio(self) -> tuple[float, np.ndarray, int] | None:
+        return self._captured
+
     def read_available(self) -> tuple[int, np.ndarray]:
         end = self._available()
         start = self._read
         self._read = max(start, end)
         if self.finished:
             self._state = "finished"
+        rate = self.play_rate  # the clip's own frames for the same stretch: engine sample j is media time j / ENGINE_RATE
+        first, last = -(-start * rate // ENGINE_RATE), min(len(self.play_audio), -(-end * rate // ENGINE_RATE))
+        self._captured = (first / rate, self.play_audio[first:last], rate) if last > first else None
         return start, self.audio[start:end].copy()
 
 

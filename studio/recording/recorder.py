@@ -24,6 +24,7 @@ import studio
 from studio.avatar.model import AvatarModel
 from studio.engine.audio_file import RateConverter
 from studio.engine.pipeline import Engine, FrameQueue
+from studio.engine.sources import MicrophoneSource
 from studio.recording.take import (
     AUDIO,
     EVENTS,
@@ -81,9 +82,10 @@ def take_manifest(persona: str, preset: str, avatar: AvatarModel, sample_rate: i
 
 def live_take_format(engine: Engine) -> tuple[int, int]:
     """(rate, channels) for a live take of `engine`: its microphone's own rate and channels while it listens to one;
-    otherwise MASTER_FORMAT, so a microphone started during the take (or the engine's 16 kHz copy of a file or a
-    line of text, resampled by the writer) loses nothing to the take's format."""
-    return engine.source_audio_format() or MASTER_FORMAT
+    otherwise MASTER_FORMAT, so a microphone started during the take loses nothing to the take's format (a line
+    of text at its voice's rate and a file's 16 kHz copy are resampled to it by the writer)."""
+    source = engine.source
+    return source.capture_format if isinstance(source, MicrophoneSource) else MASTER_FORMAT
 
 
 class TakeRecorder:

@@ -92,6 +92,8 @@ def test_a_microphone_take_and_its_exports_keep_the_devices_48_khz_stereo(stereo
     recorder = TakeRecorder(tmp_path / "take", manifest, engine.subscribe(100_000))
     recorder.start()
     engine.listen_source_audio(recorder.add_audio)
+    analysed: list[tuple[float, np.ndarray]] = []  # the engine's 16 kHz mono copy, as it analysed it
+    engine.listen_audio(lambda media_s, samples: analysed.append((media_s, samples.copy())))
     played = tmp_path / "voice.f32"
     played.write_bytes(_stereo_voice().tobytes())
     engine.start()
@@ -114,6 +116,18 @@ def test_a_microphone_take_and_its_exports_keep_the_devices_48_khz_stereo(stereo
     assert np.abs(right).max() > 0.1  # the voice came through
     assert _high_share(left, RATE) > 0.05 and _high_share(right, RATE) < 0.01  # the tone, on its own channel only
     assert max(mouth_openness(frame.arkit) for frame in take.frames) > 0.2  # the engine heard the vowel (16 kHz copy)
+    # the take's audio sits where the engine's copy of it does: same media time, to a sample at 16 kHz
+    copy = np.zeros(int((analysed[-1][0] - take.start_media_s) * SR) + len(analysed[-1][1]) + 1, np.float32)
+    for media_s, samples in analysed:
+        at = int(round((media_s - take.start_media_s) * SR))
+        if at >= 0:
+            copy[at:at + len(samples)] = samples
+    kept_16k = resample_clip(right, RATE, SR)
+    loud = np.flatnonzero(np.abs(copy) > 0.05)
+    window = slice(int(loud[0]) - SR // 10, int(loud[0]) + SR // 2)  # around the vowel's onset
+    lags = range(-40, 41)
+    lag = max(lags, key=lambda k: float(np.dot(copy[window], kept_16k[window.start + k:window.stop + k])))
+    assert abs(lag) <= 1, f"the take's audio is {lag} samples (16 kHz) off the engine's copy"
 
     for kind in ("mov", "mp4", "webm"):
         export_take(take, kind, tmp_path / f"take.{kind}", avatar=avatar, size=(64, 48))
@@ -199,3 +213,35 @@ def test_a_16_khz_mono_take_from_before_still_opens_and_exports_as_it_is(tmp_pat
     for kind, rate in (("mp4", SR), ("webm", RATE)):  # Opus carries 48 kHz
         export_take(take, kind, tmp_path / f"old.{kind}", avatar=avatar, size=(64, 48))
         assert _decoded_audio(tmp_path / f"old.{kind}")[:2] == (rate, 1), kind
+
+
+def test_a_live_take_of_a_line_of_text_keeps_the_voice_above_8_khz_on_its_time(tmp_path):
+    """The voice's own 22.05 kHz audio goes into the (48 kHz) take, not the engine's 16 kHz copy, at the media time
+    of the frames that show it."""
+    from studio.engine.sources import TextSource
+
+    engine = Engine(fps=30)
+    source = TextSource("Sixty-six sisters sail past the seashore.", play=False, realtime=False)
+    rate, channels = live_take_format(engine)
+    assert (rate, channels) == (RATE, 2) and source.capture_format == (source.clip.sample_rate, 1) != (SR, 1)
+    recorder = TakeRecorder(tmp_path / "take", take_manifest("default", "default", load_avatar(default_avatar_path()),
+                                                            rate, 30, channels=channels), engine.subscribe(100_000))
+    recorder.start()
+    engine.listen_source_audio(recorder.add_audio)
+    engine.set_source(source)
+    while not source.finished:
+        engine.run_once()
+    for _ in range(5):
+        engine.run_once()
+    engine.unlisten_source_audio(recorder.add_audio)
+    recorder.stop()
+
+    take = open_take(tmp_path / "take")
+    kept = take.audio.read_channels()[:, 0]
+    assert _high_share(kept, RATE) > 1e-3  # the hiss of its s's; a 16 kHz copy holds none
+    voice = resample_clip(source.clip.audio, source.clip.sample_rate, RATE)
+    # where the voice begins on the take's timeline (sample 0: the first frame, which may come after it)
+    at = int(round((engine.source_start_media_s - take.start_media_s) * RATE))
+    kept, voice = kept[max(at, 0):], voice[max(-at, 0):]
+    stretch = min(len(voice), len(kept))
+    assert stretch > RATE and np.abs(kept[:stretch] - voice[:stretch]).max() < 1e-3
