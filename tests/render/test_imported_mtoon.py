@@ -197,3 +197,15 @@ def test_a_closed_sphere_split_along_its_seam_is_drawn_with_back_faces_culled(tm
 
     mesh = AvatarMesh(load_avatar(write_glb(tmp_path / "seamed.glb", [(*sphere(), 0)], [mtoon()])))
     assert not mesh.two_sided.any()
+
+
+def test_the_imported_avatar_bench_reports_the_ratio_to_the_default_avatar_and_the_extra_passes(tmp_path):
+    from render.bench import bench_imported_avatar
+
+    green = {"outlineColorFactor": [0.0, 1.0, 0.0], "outlineWidthMode": "worldCoordinates", "outlineWidthFactor": 0.01}
+    pieces = [(*sphere(), 0), (*quad(0.2), 1)]
+    path = write_glb(tmp_path / "bench.glb", pieces, [mtoon(**green), flat((1, 0, 0), 0.5, "BLEND")])
+    report = bench_imported_avatar(path, frames=2)
+    assert report["outline_triangles"] == len(sphere()[2]) and report["blended_primitives"] == 1
+    assert report["render_fps_vs_default_avatar_pct"] == pytest.approx(
+        100 * report["render_1280x720_fps"] / report["default_avatar_render_1280x720_fps"], abs=0.2)

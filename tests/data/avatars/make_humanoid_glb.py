@@ -2,7 +2,8 @@
 
     blender -b --factory-startup --python tests/data/avatars/make_humanoid_glb.py
 
-(HUMANOID_SEGMENTS=84 HUMANOID_OUT=/tmp/big.glb makes a ~60k-triangle one for `avatar-studio bench --avatar`.)
+(HUMANOID_SEGMENTS=92 HUMANOID_SMOOTH=1 HUMANOID_OUT=/tmp/big.glb makes a ~60k-triangle one for `avatar-studio bench
+--avatar`, smooth-shaded as character models are: flat shading splits every vertex four ways.)
 
 A small T-posed humanoid (head, eyes, mouth, torso, arms, legs) in one mesh, skinned to an armature whose bones
 have common rig names (hips, spine, chest, neck, head, upper_arm.L, forearm.L, hand.L, thigh.L, shin.L, foot.L, ...),
@@ -19,7 +20,8 @@ import bpy
 from mathutils import Vector
 
 OUT = os.environ.get("HUMANOID_OUT") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "humanoid_arkit.glb")
-SEGMENTS = int(os.environ.get("HUMANOID_SEGMENTS", "20"))  # 84 makes a ~60k-triangle avatar for `bench --avatar`
+SEGMENTS = int(os.environ.get("HUMANOID_SEGMENTS", "20"))  # 92 makes a ~60k-triangle avatar for `bench --avatar`
+SMOOTH = os.environ.get("HUMANOID_SMOOTH") == "1"  # smooth shading: vertices shared between faces, as in a character model
 HEAD = Vector((0, 0, 1.62))
 EYES = {"L": Vector((0.042, -0.105, 1.65)), "R": Vector((-0.042, -0.105, 1.65))}
 MOUTH = Vector((0, -0.112, 1.565))
@@ -118,6 +120,8 @@ def main():
     bpy.ops.object.join()
     body = bpy.context.active_object
     body.name = "Body"
+    if SMOOTH:
+        bpy.ops.object.shade_smooth()
     bpy.ops.object.transform_apply(location=True, rotation=True, scale=True)
 
     bpy.ops.object.armature_add(location=(0, 0, 0))

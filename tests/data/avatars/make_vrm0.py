@@ -2,6 +2,10 @@
 
     .venv/bin/python tests/data/avatars/make_vrm0.py
 
+(VRM0_IN=/tmp/big.glb VRM0_OUT=/tmp/big.vrm VRM0_MTOON=1 dresses another GLB from the Blender script, the ~60k-triangle
+one for `avatar-studio bench --avatar`, and gives each material MToon properties with a rim light and a 2 mm outline,
+as VRoid Studio's exports have.)
+
 Geometry, skin, texture and morph targets stay Blender's bytes. What changes is the JSON, as VRM 0.x
 exporters write it: the model turned to face -Z (a root node rotated 180° about Y), the morph targets given
 VRoid-style names that are not ARKit names (so the studio must fall back to the VRM vowels and blinks), and a
@@ -10,10 +14,13 @@ the ponytail (hair_1, hair_2) as a secondaryAnimation spring bone group.
 """
 
 import json
+import os
 import struct
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+SOURCE = Path(os.environ.get("VRM0_IN") or HERE / "humanoid_arkit.glb")
+TARGET = Path(os.environ.get("VRM0_OUT") or HERE / "humanoid_vrm0.vrm")
 BONES = {"hips": "hips", "spine": "spine", "chest": "chest", "neck": "neck", "head": "head"}
 for side, word in (("L", "left"), ("R", "right")):
     BONES.update({f"upper_arm.{side}": f"{word}UpperArm", f"forearm.{side}": f"{word}LowerArm",
@@ -23,8 +30,24 @@ NAMES = {"jawOpen": "Fcl_MTH_A", "eyeBlinkLeft": "Fcl_EYE_Close_L", "eyeBlinkRig
          "mouthFunnel": "Fcl_MTH_O", "mouthSmileLeft": "Fcl_MTH_Joy_L", "mouthSmileRight": "Fcl_MTH_Joy_R"}
 
 
+def mtoon(material: dict) -> dict:
+    """VRM 0.x MToon properties as UniVRM writes them: shade a darker tone of the base colour, a soft rim, and a
+    world-space outline 0.2 cm wide in a dark tone (none on the eyes and mouth), the base colour texture kept."""
+    base = material.get("pbrMetallicRoughness", {})
+    color = [c ** (1 / 2.2) for c in base.get("baseColorFactor", [1, 1, 1, 1])[:3]] + [1.0]
+    textures = {"_MainTex": base["baseColorTexture"]["index"]} if "baseColorTexture" in base else {}
+    return {"name": material["name"], "shader": "VRM/MToon", "renderQueue": 2000, "keywordMap": {}, "tagMap": {},
+            "floatProperties": {"_ShadeShift": 0.0, "_ShadeToony": 0.9, "_RimFresnelPower": 3.0, "_RimLift": 0.0,
+                                "_RimLightingMix": 0.5, "_OutlineWidth": 0.2,
+                                "_OutlineWidthMode": 0 if material["name"] in ("Eye", "Mouth") else 1,
+                                "_OutlineColorMode": 1, "_OutlineLightingMix": 1.0},
+            "vectorProperties": {"_Color": color, "_ShadeColor": [c * 0.7 for c in color[:3]] + [1.0],
+                                 "_RimColor": [0.3, 0.3, 0.35, 1.0], "_OutlineColor": [0.2, 0.15, 0.15, 1.0]},
+            "textureProperties": textures}
+
+
 def main() -> None:
-    data = (HERE / "humanoid_arkit.glb").read_bytes()
+    data = SOURCE.read_bytes()
     json_length = struct.unpack("<I", data[12:16])[0]
     document = json.loads(data[20:20 + json_length])
     blob_chunk = data[20 + json_length:]
@@ -63,10 +86,12 @@ def main() -> None:
             "bones": [i for i, node in enumerate(nodes) if node.get("name") == "hair_1"],
         }], "colliderGroups": []},
     }}
+    if os.environ.get("VRM0_MTOON") == "1":
+        document["extensions"]["VRM"]["materialProperties"] = [mtoon(material) for material in document["materials"]]
     text = json.dumps(document, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 4)
     body = struct.pack("<I4s", len(text), b"JSON") + text + blob_chunk
-    (HERE / "humanoid_vrm0.vrm").write_bytes(struct.pack("<4sII", b"glTF", 2, 12 + len(body)) + body)
+    TARGET.write_bytes(struct.pack("<4sII", b"glTF", 2, 12 + len(body)) + body)
 
 
 main()
