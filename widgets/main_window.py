@@ -425,6 +425,7 @@ class MainWindow(QMainWindow):
             self.report_error("Cannot open avatar", f"Could not open avatar {path}:\n{error}\n\nKeeping {self.avatar.name}.")
             return False
         self.update_avatar_label()
+        self.panels.avatar_opened(model)
         about = describe_import(model)
         self.statusBar().showMessage(f"Opened avatar {model.name} from {path}" + (f": {about}" if about else ""), 15000)
         self.remember_avatar(path)

@@ -232,6 +232,12 @@ class StudioPanels:
             except PresetError as error:
                 self.report(self.operator_panel, str(error))
 
+    def avatar_opened(self, avatar: AvatarModel) -> None:
+        """File → Open Avatar drew another avatar than the persona's: the persona panel offers only what this one
+        has (no shape sliders on a glTF/VRM, no colour buttons for parts it lacks), so no edit swaps it back."""
+        self.base_avatar = avatar
+        self.persona_panel.refresh(self.persona_doc.item)
+
     def apply_look(self) -> bool:
         """Avatar, colours and body shape of the persona into the viewport (and the output window)."""
         persona = self.persona_doc.item

@@ -32,3 +32,14 @@ def test_an_imported_avatar_disables_the_shape_sliders_with_a_visible_note(studi
 
     _wear(window, "default")
     assert all(slider.isEnabled() for slider in panel.betas) and not panel.shape_note.isVisible()
+
+
+def test_file_open_avatar_of_a_glb_turns_the_shape_sliders_off_too(studio_window):
+    """Else they would shape the persona's own avatar, and the first touch would swap the opened one back."""
+    window = studio_window(avatar=load_avatar(default_avatar_path()))
+    window.workspaces.switch("design")
+    panel = window.panels.persona_panel
+    assert window.open_avatar(DATA / "humanoid_arkit.glb")
+    assert not panel.betas[0].isEnabled() and panel.shape_note.isVisible()
+    assert window.open_avatar(default_avatar_path())
+    assert panel.betas[0].isEnabled() and not panel.shape_note.isVisible()
