@@ -219,7 +219,7 @@ class ApiRow:
         """A row for each client waiting to be allowed; a row whose client stopped waiting goes."""
         waiting = self.api.approvals.waiting()
         for name in [name for name in self.prompts if name not in waiting]:
-            self.prompts.pop(name)[0].deleteLater()
+            self._remove_prompt(name)
         for name in waiting:
             if name not in self.prompts:
                 self._add_prompt(name)
@@ -247,8 +247,12 @@ class ApiRow:
 
     def answer(self, name: str, allowed: bool) -> None:
         self.api.approvals.answer(name, allowed)
+        self._remove_prompt(name)
+
+    def _remove_prompt(self, name: str) -> None:
         prompt = self.prompts.pop(name, None)
         if prompt is not None:
+            prompt[0].hide()  # gone from the panel now; deleted when the event loop next gets to it
             prompt[0].deleteLater()
 
     def _show_approved(self) -> None:
@@ -257,9 +261,8 @@ class ApiRow:
         if names != shown:
             current = self.approved.currentText()
             self.approved.clear()
-            self.approved.addItems(names)
-            if current in names:
-                self.approved.setCurrentText(current)
+            self.approved.addItems(names)  # with a placeholder set, Qt selects none of them by itself
+            self.approved.setCurrentIndex(names.index(current) if current in names else 0 if names else -1)
         self.approved.setEnabled(bool(names))
         self.revoke.setEnabled(bool(names))
 

@@ -158,6 +158,7 @@ def test_a_new_client_waits_until_the_operator_allows_or_denies_it_and_an_approv
         assert "Client 'stream-deck' wants to control the avatar" in window.statusBar().currentMessage()
         assert not scenario.done()  # no answer before the operator's
         qtbot.mouseClick(allow, Qt.MouseButton.LeftButton)
+        assert not frame.isVisible()  # the question is answered: its row goes at once
         answer, status = finished(qtbot, scenario)
         assert answer["ok"] and status["ok"] and status["result"]["persona"] == "default", (answer, status)
         assert "stream-deck" not in row.prompts
@@ -201,8 +202,7 @@ def test_a_new_client_waits_until_the_operator_allows_or_denies_it_and_an_approv
 
         scenario = InThread(again())
         qtbot.waitUntil(lambda: window.api.client_count() == 1, timeout=WAIT_MS)
-        assert not row.prompts
-        row.approved.setCurrentText("stream-deck")
+        assert not row.prompts and row.approved.currentText() == "stream-deck"  # the one there is, chosen
         qtbot.mouseClick(row.revoke, Qt.MouseButton.LeftButton)
         answer, status, revoked = finished(qtbot, scenario)
         assert answer["ok"] and status["ok"] and revoked is None, (answer, status, revoked)
