@@ -274,6 +274,6 @@ def bench_interop(seconds: float = 3.0) -> dict:
     figures.update(engine_hop_during_fuzz(seconds))
     figures["note"] = ("send: encode + sendto per frame on the sender's thread (the engine only queues the frame); "
                        "tracker_to_frame: receiver arrival to the frame built, engine at its default rate; "
-                       "*_fuzz: 10,000 fuzzed packets at that receiver, spread over the window; ignored: malformed, "
+                       "*_fuzz: 10,000 fuzzed packets a round at that receiver, spread over the window; ignored: malformed, "
                        "non-finite, unknown names, clamped, or past the receiver's decoding share (flood)")
     return figures
