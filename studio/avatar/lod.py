@@ -1,6 +1,6 @@
 """Mesh levels of detail of an avatar: decimated copies that skin, morph and shade like the original.
 
-`decimate(model, keep, ratio)` collapses edges with fast-simplification's quadric decimation
+`decimate(model, ratio, keep)` collapses edges with fast-simplification's quadric decimation
 (the library trimesh's own `simplify_quadric_decimation` wraps; called directly because only it
 returns the collapse history). Replaying the collapses keeps each surviving vertex at its original
 position, so skinning weights, blendshapes, shape directions, colours, texture coordinates and part
@@ -26,7 +26,7 @@ import numpy as np
 
 from studio.avatar.model import AvatarModel
 from studio.avatar.skeleton import JOINT_INDEX
-from studio.paths import asset_path
+from studio.paths import asset_path, user_cache_dir
 
 LOD_LEVELS = ("high", "medium", "low")
 LOD_RATIOS = {"medium": 0.5, "low": 0.2}  # share of the decimated region's triangles kept
@@ -278,8 +278,6 @@ def level_key(model: AvatarModel, lod: str, keep_face: bool) -> str:
 
 def lod_cache_dir() -> Path:
     """Where decimated levels of imported avatars are kept: the studio's cache folder, never beside the user's file."""
-    from studio.paths import user_cache_dir
-
     return user_cache_dir() / "lod"
 
 
