@@ -131,7 +131,7 @@ def avatar_from_scene(scene: GltfScene, vrm: VrmInfo, overrides: dict | None = N
     regressor = np.zeros((NUM_JOINTS, count + NUM_JOINTS), np.float32)
     regressor[:, count:] = np.eye(NUM_JOINTS, dtype=np.float32)
 
-    cloth = _spring_weights(scene, vrm, smplx_of_node, node_weights, count)
+    cloth = _spring_weights(scene, vrm, smplx_of_node, node_weights, positions)
     springs = _spring_rig(scene, vrm, smplx_of_node)
     expr, mapping, drive = _expressions(scene, vrm, offsets, count, overrides)
     colors, uvs, rects, alpha, atlas, shading = _look(scene, count)
@@ -287,26 +287,39 @@ def _spring_rig(scene: GltfScene, vrm: VrmInfo, smplx_of_node: dict[int, int]) -
 
 
 def _spring_weights(scene: GltfScene, vrm: VrmInfo, smplx_of_node: dict[int, int],
-                    node_weights: list[tuple[np.ndarray, np.ndarray]], count: int) -> np.ndarray | None:
+                    node_weights: list[tuple[np.ndarray, np.ndarray]], positions: np.ndarray) -> np.ndarray | None:
     """(V, 4) cloth weights from the VRM spring bone chains, or None when the avatar has none.
 
-    The studio's cloth springs stand in for the chains: a chain riding on the head swings with the `hair` spring,
-    any other (skirt, coat, accessory) with the `shirt` spring; a vertex follows by its skin weight on the chain's
-    joints times how far down the chain each joint is (0 at the attached root, 1 at the tip).
+    A chain's cloth region (`_spring_region`) moves its vertices by the chain tip's lag (studio.avatar.springs) times
+    how far down the chain they hang: 0 at the attached root, 1 at the tip, and in between by the vertex's place
+    along the bone it is skinned to (a bone turning about its root moves its vertices in proportion to the distance).
     """
-    if not vrm.springs:
-        return None
-    head = {JOINT_INDEX["head"], JOINT_INDEX["neck"], JOINT_INDEX["jaw"]}
-    follow = np.zeros((len(scene.parents), 2), np.float32)
+    bones: dict[int, tuple] = {}  # node -> (region, follow at the bone's root, at its end, root, end)
     for chain in vrm.springs:
-        column = 0 if _ride(scene, smplx_of_node, chain[0]) in head else 1
+        if len(chain) < 2:
+            continue
+        region = _spring_region(scene, smplx_of_node, chain[0])
+        last = len(chain) - 1
         for depth, node in enumerate(chain):
-            follow[node, column] = max(follow[node, column], (depth + 1) / len(chain))
-    out = np.zeros((count, 4), np.float32)
+            root = scene.world[node][:3, 3]
+            end = scene.world[chain[min(depth + 1, last)]][:3, 3]
+            span = (depth / last, min(depth + 1, last) / last)
+            if node not in bones or span[1] > bones[node][2]:
+                bones[node] = (region, *span, root, end)
+    if not bones:
+        return None
+    out = np.zeros((len(positions), 4), np.float32)
     start = 0
     for nodes, weights in node_weights:
-        out[start:start + len(nodes), :2] = np.einsum("vk,vkc->vc", weights, follow[nodes])
+        rows = slice(start, start + len(nodes))
         start += len(nodes)
+        for node in set(np.unique(nodes).tolist()) & set(bones):
+            region, low, high, root, end = bones[node]
+            along = end - root
+            length_sq = float(along @ along)
+            place = (np.clip((positions[rows] - root) @ along / length_sq, 0.0, 1.0) if length_sq > 1e-12
+                     else np.ones(len(nodes)))
+            out[rows, region] += (weights * (nodes == node)).sum(axis=1) * (low + (high - low) * place)
     return out if out.any() else None
 
 
