@@ -236,7 +236,12 @@ class StudioPanels:
         """File → Open Avatar drew another avatar than the persona's: the persona panel offers only what this one
         has (no shape sliders on a glTF/VRM, no colour buttons for parts it lacks), so no edit swaps it back."""
         self.base_avatar = avatar
+        for key, cached in list(self._avatars.items()):  # a reopened file (a saved mapping): the persona gets it too
+            if cached.source == avatar.source:
+                self._avatars[key] = avatar
         self.persona_panel.refresh(self.persona_doc.item)
+        if self.output is not None:  # the audience sees what the operator sees
+            self.output.set_avatar(avatar, self.window.viewport.look)
 
     def apply_look(self) -> bool:
         """Avatar, colours and body shape of the persona into the viewport (and the output window)."""

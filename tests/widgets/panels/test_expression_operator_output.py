@@ -180,3 +180,17 @@ def test_the_output_window_shows_the_avatar_alone_on_chroma_and_transparent(stud
     assert np.array_equal(clear[..., 3] > 0, ~green), "opaque exactly where the avatar is"
     window.panels.show_output(False)
     assert not output.isVisible() and not window.panels.output_action.isChecked()
+
+
+def test_an_avatar_opened_from_the_file_menu_appears_in_the_open_output_window(studio_window, qtbot):
+    from pathlib import Path
+
+    window = studio_window()
+    output = window.panels.show_output(True)
+    qtbot.waitExposed(output)
+    before = output.view.avatar.mesh.model.v_template.shape[0]
+    path = Path(__file__).parents[2] / "data" / "avatars" / "humanoid_arkit.glb"
+    assert window.open_avatar(path)
+    assert output.view.avatar.mesh.model.source == window.viewport.base_avatar.source == str(path)
+    assert output.view.avatar.mesh.model.v_template.shape[0] != before, "the audience sees the opened avatar, not the old one"
+    window.panels.show_output(False)
