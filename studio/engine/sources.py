@@ -689,7 +689,7 @@ MAX_INPUT_CHANNELS = 2  # a take keeps stereo at most (as a file's audio); more 
 PULSE_DEVICES = ("pulse", "default")  # ALSA devices that may be PulseAudio's (or PipeWire's) plugin
 
 
-def pulse_source_format(environ: dict[str, str] | None = None) -> tuple[int, int] | None:
+def pulse_source_format() -> tuple[int, int] | None:
     """(rate, channels) of the PulseAudio source that the ALSA `pulse` device records from (`PULSE_SOURCE`, else
     the server's default), asked of `pactl`; None when no server or no pactl answers.
 
@@ -700,14 +700,12 @@ def pulse_source_format(environ: dict[str, str] | None = None) -> tuple[int, int
     import re
     import subprocess
 
-    environ = os.environ if environ is None else environ
-
     def pactl(*args: str) -> str:
         return subprocess.run(["pactl", *args], capture_output=True, text=True, timeout=2.0, check=True,
-                              env=dict(environ, LC_ALL="C")).stdout
+                              env=dict(os.environ, LC_ALL="C")).stdout
 
     try:
-        name = environ.get("PULSE_SOURCE") or next(
+        name = os.environ.get("PULSE_SOURCE") or next(
             (line.split(":", 1)[1].strip() for line in pactl("info").splitlines() if line.startswith("Default Source:")),
             "")
         for line in pactl("list", "short", "sources").splitlines():
