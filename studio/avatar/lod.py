@@ -42,9 +42,10 @@ HEAD_JOINTS = ("head", "jaw", "left_eye_smplhf", "right_eye_smplhf")
 # triangles again, and at least EXPRESSIVE_MIN_TRIANGLES of them (all, if it has fewer).
 EXPRESSIVE_PART_SHARE = 0.5
 EXPRESSIVE_MIN_TRIANGLES = 400
-LOD_CACHE_VERSION = 6  # bump when the decimation changes, so old cached levels are not used
+LOD_CACHE_VERSION = 8  # bump when the decimation changes, so old cached levels are not used
 _SMALLEST_PIECE = 64  # triangles; smaller pieces are left as they are
 _PLANE_STEPS = 1000  # face normals this close count as one plane when a split vertex is copied again
+FACET_DEG = 5.0  # a flat-shaded vertex whose faces all lie this close to their mean normal is drawn smooth once decimated
 
 
 def _check_lod(lod: str) -> None:
@@ -77,22 +78,26 @@ class Reduction:
 
     def apply(self, model: AvatarModel, what: str) -> AvatarModel:
         """`model` at this level; `what` is added to its source (e.g. 'decimated to 20%')."""
-        take = lambda array: None if array is None else np.asarray(array)[self.rows]  # noqa: E731
-        return dataclasses.replace(
-            model, v_template=take(model.v_template), faces=self.faces, joint_regressor=self.regressor,
-            skin_weights=take(model.skin_weights), shape_dirs=take(model.shape_dirs), expr_dirs=take(model.expr_dirs),
-            pose_dirs=take(model.pose_dirs), part_labels=take(model.part_labels), materials=dict(model.materials),
-            vertex_colors=take(model.vertex_colors), uvs=take(model.uvs), texture_rects=take(model.texture_rects),
-            alpha=take(model.alpha), shading=take(model.shading), cloth_weights=take(model.cloth_weights),
-            source=f"{model.source} ({what})")
+        taken = {name: np.asarray(array)[self.rows] for name, array in _per_vertex_fields(model).items()}
+        return dataclasses.replace(model, **taken, faces=self.faces, joint_regressor=self.regressor,
+                                   materials=dict(model.materials), source=f"{model.source} ({what})")
+
+
+_NOT_PER_VERTEX = ("faces", "joint_regressor", "texture")
+
+
+def _per_vertex_fields(model: AvatarModel) -> dict[str, np.ndarray]:
+    """Every per-vertex array of the avatar by field name, position first: any array field with a row per vertex,
+    so that a field the format gains later is carried too."""
+    fields = {field.name: getattr(model, field.name) for field in dataclasses.fields(model)
+              if field.name not in _NOT_PER_VERTEX}
+    return {name: value for name, value in fields.items()
+            if isinstance(value, np.ndarray) and value.ndim and value.shape[0] == model.num_vertices}
 
 
 def _per_vertex_arrays(model: AvatarModel) -> list[np.ndarray]:
     """Every per-vertex array of the avatar (position first), flattened to (V, k)."""
-    arrays = (model.v_template, model.skin_weights, model.shape_dirs, model.expr_dirs, model.pose_dirs,
-              model.part_labels, model.vertex_colors, model.uvs, model.texture_rects, model.alpha, model.shading,
-              model.cloth_weights)
-    return [np.asarray(a).reshape(model.num_vertices, -1) for a in arrays if a is not None]
+    return [np.asarray(a).reshape(model.num_vertices, -1) for a in _per_vertex_fields(model).values()]
 
 
 def _exact_joints(regressor: np.ndarray, vertices: np.ndarray, joints: np.ndarray) -> np.ndarray:
@@ -231,9 +236,9 @@ def decimate_welded(model: AvatarModel, ratio: float, keep_face: bool) -> Reduct
     Exporters split a vertex wherever a normal breaks (flat shading, hard edges), so a Blender mesh can arrive as
     loose quads that no edge collapse can join. Vertices equal in position and every attribute the studio reads
     are welded first (UV seams and material borders stay apart, as their attributes differ); the studio computes
-    its own normals, so after decimation a vertex the file had split gets one copy per plane again and flat parts
-    stay flat. Each connected part (head, eye, sleeve, ponytail) is decimated on its own, its border held, so
-    small parts keep their shape instead of vanishing.
+    its own normals, so after decimation a vertex the file had split gets one copy per plane again where its facets
+    or hard edges showed (`_faceted`). Each connected part (head, eye, sleeve, ponytail) is decimated on its own,
+    its border held, so small parts keep their shape instead of vanishing.
     """
     from trimesh.graph import connected_component_labels
 
@@ -261,7 +266,22 @@ def decimate_welded(model: AvatarModel, ratio: float, keep_face: bool) -> Reduct
         ratios[int(index)] = (ratio, head_ratio, min(1.0, max(IMPORTED_FACE_RATIO, EXPRESSIVE_MIN_TRIANGLES / count)))[index % 3]
     out_faces, collapsed_onto = _decimate_pieces(np.asarray(model.v_template, np.float64), welded, piece, ratios)
     was_split = np.bincount(group, minlength=len(first))[group] > 1
-    return _reduction(model, out_faces, collapsed_onto[representative], split=was_split)
+    faceted = _faceted(np.asarray(model.v_template, np.float64), welded)[representative]
+    return _reduction(model, out_faces, collapsed_onto[representative], split=was_split & faceted)
+
+
+def _faceted(points: np.ndarray, faces: np.ndarray) -> np.ndarray:
+    """(V,) bool: vertices whose faces turn more than `FACET_DEG` from their mean normal (a hard edge or facets one
+    sees). A dense flat-shaded mesh reads as smooth; decimated, its facets would grow visible, so it is smoothed."""
+    normals = np.cross(points[faces[:, 1]] - points[faces[:, 0]], points[faces[:, 2]] - points[faces[:, 0]])
+    normals /= np.maximum(np.linalg.norm(normals, axis=1, keepdims=True), 1e-20)
+    corners, corner_normals = faces.reshape(-1), np.repeat(normals, 3, axis=0)
+    mean = np.zeros_like(points)
+    np.add.at(mean, corners, corner_normals)
+    mean /= np.maximum(np.linalg.norm(mean, axis=1, keepdims=True), 1e-20)
+    closest = np.ones(len(points))
+    np.minimum.at(closest, corners, np.einsum("ij,ij->i", corner_normals, mean[corners]))
+    return closest < np.cos(np.radians(FACET_DEG))
 
 
 def level_key(model: AvatarModel, lod: str, keep_face: bool) -> str:
@@ -269,7 +289,7 @@ def level_key(model: AvatarModel, lod: str, keep_face: bool) -> str:
     as imported, so a new file version or mapping makes a new level) and of how it decimates."""
     digest = hashlib.blake2b(digest_size=20)
     digest.update(f"lod v{LOD_CACHE_VERSION} {lod} {LOD_RATIOS.get(lod)} face={keep_face} "
-                  f"{IMPORTED_FACE_RATIO} {EXPRESSIVE_PART_SHARE} {EXPRESSIVE_MIN_TRIANGLES}".encode())
+                  f"{IMPORTED_FACE_RATIO} {EXPRESSIVE_PART_SHARE} {EXPRESSIVE_MIN_TRIANGLES} {FACET_DEG}".encode())
     for array in (*_per_vertex_arrays(model), np.asarray(model.faces), np.asarray(model.joint_regressor)):
         digest.update(f"{array.dtype}{array.shape}".encode())
         digest.update(np.ascontiguousarray(array).data)

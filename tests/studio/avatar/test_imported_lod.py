@@ -11,7 +11,7 @@ import pytest
 from studio.avatar import lod as lod_module
 from studio.avatar.arkit import ARKIT_INDEX
 from studio.avatar.io import load_avatar
-from studio.avatar.lod import cached_level, lod_cache_dir
+from studio.avatar.lod import cached_level, decimate_welded, lod_cache_dir
 from studio.avatar.look import has_levels, level_of_detail
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "avatars"
@@ -116,3 +116,50 @@ def test_a_cache_for_another_mesh_is_not_used(glb, tmp_path):
 def test_an_unknown_level_is_refused(glb):
     with pytest.raises(ValueError, match="mesh LOD 'tiny' is not known; allowed: high, medium, low"):
         cached_level(glb, "tiny", True)
+
+
+def _flat_shaded_sphere(segments: int):
+    """A UV sphere written as a flat-shading exporter writes it: every quad with its own four vertices."""
+    from studio.avatar.model import AvatarModel
+    from studio.avatar.skeleton import NUM_JOINTS
+
+    rings = segments // 2
+    theta, phi = np.linspace(0, np.pi, rings + 1), np.linspace(0, 2 * np.pi, segments + 1)
+    grid = np.stack(np.meshgrid(theta, phi, indexing="ij"), -1)
+    point = lambda t, p: (np.sin(t) * np.cos(p), np.cos(t), np.sin(t) * np.sin(p))  # noqa: E731
+    vertices, faces = [], []
+    for r in range(rings):
+        for s in range(segments):
+            base = len(vertices)
+            vertices += [point(*grid[r, s]), point(*grid[r + 1, s]), point(*grid[r + 1, s + 1]), point(*grid[r, s + 1])]
+            faces += [(base, base + 1, base + 2), (base, base + 2, base + 3)]
+    count = len(vertices)
+    weights = np.zeros((count, NUM_JOINTS), np.float32)
+    weights[:, 0] = 1.0
+    return AvatarModel(name="sphere", v_template=np.asarray(vertices, np.float32), faces=np.asarray(faces, np.int32),
+                       joint_regressor=np.zeros((NUM_JOINTS, count), np.float32), skin_weights=weights,
+                       shape_dirs=np.zeros((count, 3, 0), np.float32), expr_dirs=np.zeros((count, 3, 52), np.float32),
+                       has_arkit_expressions=False, source="sphere.glb")
+
+
+def test_a_dense_flat_shaded_mesh_turns_smooth_when_decimated_and_a_coarse_one_keeps_its_facets():
+    """Flat shading on a dense mesh reads as smooth; on bigger decimated triangles it would show every facet."""
+    for segments, faceted in ((96, False), (12, True)):
+        model = _flat_shaded_sphere(segments)
+        level = decimate_welded(model, 0.3, keep_face=True).apply(model, "test")
+        assert len(level.faces) < 0.5 * len(model.faces)
+        positions = len(np.unique(np.asarray(level.v_template), axis=0))
+        assert (level.num_vertices > positions) is faceted, (segments, level.num_vertices, positions)
+
+
+def test_every_per_vertex_field_rides_along_mtoon_rim_outline_and_blend_groups_too(glb):
+    import dataclasses
+
+    count = glb.num_vertices
+    model = dataclasses.replace(glb, rim=np.tile(np.linspace(0, 1, count, dtype=np.float32)[:, None], (1, 6)),
+                                outline=np.full((count, 6), 0.5, np.float32),
+                                blend_group=(np.arange(count) % 3 - 1).astype(np.int32))
+    reduction = decimate_welded(model, 0.2, keep_face=False)
+    level = reduction.apply(model, "low")
+    for name in ("v_template", "skin_weights", "expr_dirs", "uvs", "texture_rects", "rim", "outline", "blend_group"):
+        assert np.array_equal(getattr(level, name), getattr(model, name)[reduction.rows]), name
