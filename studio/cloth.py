@@ -10,19 +10,21 @@ rate, and the lag is clamped, so nothing flies off after a jump cut.
 An imported avatar with VRM spring bones brings its own chains (`studio.avatar.springs`): given the joint
 matrices, `ClothSim` runs those chains instead, with their own stiffness, gravity, drag and colliders, and each
 region's offset is its chains' tip displacement. The precision level still says which regions run (hair: chains on
-the head; shirt: the others).
+the head; shirt: the others). The chains step on a thread of their own, one frame behind (SpringBoneThread): the
+caller only hands over the joint matrices.
 """
 
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
 
 from studio.avatar.model import AvatarModel
 from studio.avatar.skeleton import JOINT_INDEX
-from studio.avatar.springs import SpringBoneSim, SpringRig
+from studio.avatar.springs import SpringBoneSim, SpringBoneThread, SpringRig
 
 CLOTH_REGIONS = ("hair", "shirt", "left_sleeve", "right_sleeve")
 SUBSTEP_S = 1.0 / 120.0
@@ -112,19 +114,29 @@ class ClothSim:
     def __init__(self, regions: tuple[str, ...] = (), spring_bones: SpringRig | None = None) -> None:
         self.springs_stepped = 0
         self.bones: SpringBoneSim | None = None
+        self._thread: SpringBoneThread | None = None
+        self._bone_steps = 0  # springs_stepped before the current chains' thread
         self.set_regions(regions)
         self.set_spring_bones(spring_bones)
 
     def set_spring_bones(self, rig: SpringRig | None) -> None:
         """Use an avatar's VRM spring chains (None: the region springs); they start again at rest."""
+        self._stop_thread()
         self.bones = None if rig is None else SpringBoneSim(rig)
         self._enable_chains()
         self.offsets[:] = 0.0
+
+    def _stop_thread(self) -> None:
+        if self._thread is not None:
+            self._thread.stop()
+            self._thread = None
+            self._bone_steps = self.springs_stepped
 
     def _enable_chains(self) -> None:
         if self.bones is not None:
             enabled = [CLOTH_REGIONS.index(region) for region in self.regions]
             self.bones.enabled = np.isin(self.bones.rig.channel, enabled)
+            self.bones.steps_taken = 0
             self.bones.reset()
 
     def set_regions(self, regions: tuple[str, ...]) -> None:
@@ -132,6 +144,7 @@ class ClothSim:
         unknown = set(regions) - set(CLOTH_REGIONS)
         if unknown:
             raise ValueError(f"cloth regions {sorted(unknown)} are not known; allowed: {', '.join(CLOTH_REGIONS)}")
+        self._stop_thread()
         self.regions = tuple(regions)
         self.offsets = np.zeros((len(CLOTH_REGIONS), 3), np.float32)
         self._mass: dict[str, np.ndarray] = {}
@@ -143,15 +156,19 @@ class ClothSim:
     def step(self, time_s: float, anchors: np.ndarray, joint_rows: np.ndarray | None = None) -> np.ndarray:
         """Advance to `time_s` with the regions' anchors (4, 3) at their world positions now; returns `offsets`.
 
-        With spring bones, `joint_rows` (the avatar's skinning matrices now, (55, 3, 4)) moves their chains.
+        With spring bones, `joint_rows` (the avatar's skinning matrices now, (55, 3, 4)) moves their chains; the
+        offsets returned are then those of the frame before (the chains step on their own thread meanwhile).
         """
         if not self.regions:
             return self.offsets
         if self.bones is not None and joint_rows is not None:
-            before = self.bones.steps_taken
-            self.bones.step(time_s, joint_rows)
-            self.springs_stepped += self.bones.steps_taken - before
-            self.offsets[:] = self.bones.region_offsets(len(CLOTH_REGIONS))
+            if self._thread is None:
+                self._thread = SpringBoneThread(self.bones, len(CLOTH_REGIONS))
+                weakref.finalize(self, self._thread.stop)
+            result = self._thread.exchange(time_s, joint_rows)
+            if result is not None:
+                self.offsets[:], steps = result
+                self.springs_stepped = self._bone_steps + steps
             return self.offsets
         previous, self._time = self._time, float(time_s)
         if previous is None or not 0.0 < time_s - previous <= JUMP_S:  # first frame, time went back, or a jump

@@ -16,12 +16,16 @@ would be; each vertex takes that times its weight (how far down its chain it han
 tips and the colliders are simulated in full.
 
 The cost is bounded: at most MAX_STEPS steps per drawn frame (a slower display makes the hair move in slow motion
-rather than cost more), and one vectorised pass per chain depth for all chains together.
+rather than cost more), and one vectorised pass per chain depth for all chains together. `SpringBoneThread` runs
+the steps on a thread of their own, one frame behind the caller, so the GUI thread that draws only hands over the
+joint matrices and takes the previous frame's result: the same result every run, whatever the timing.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import queue
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -79,15 +83,13 @@ def _unit(vectors: np.ndarray) -> np.ndarray:
 
 
 def _turn(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """(N, 3, 3) shortest rotations taking unit vectors a to unit vectors b."""
-    axis = np.cross(a, b)
-    sin = np.linalg.norm(axis, axis=1)
-    cos = np.einsum("na,na->n", a, b)
-    k = _unit(axis)
-    x, y, z = k.T
-    zeros = np.zeros_like(x)
-    cross = np.stack([zeros, -z, y, z, zeros, -x, -y, x, zeros], axis=1).reshape(-1, 3, 3)
-    return np.eye(3)[None] + sin[:, None, None] * cross + (1 - cos)[:, None, None] * (cross @ cross)
+    """(N, 3, 3) rotations taking unit vectors a to unit vectors b (I + [v]x + [v]x^2 / (1 + a.b), v = a x b)."""
+    v = np.cross(a, b)
+    scale = 1.0 / np.maximum(1.0 + np.einsum("na,na->n", a, b), 1e-6)
+    skew = np.zeros((len(a), 3, 3))
+    skew[:, 0, 1], skew[:, 0, 2], skew[:, 1, 2] = -v[:, 2], v[:, 1], -v[:, 0]
+    skew[:, 1, 0], skew[:, 2, 0], skew[:, 2, 1] = v[:, 2], -v[:, 1], v[:, 0]
+    return np.eye(3) + skew + (skew @ skew) * scale[:, None, None]
 
 
 class SpringBoneSim:
@@ -140,38 +142,40 @@ class SpringBoneSim:
         matrices = rows[rig.ride]  # (C, 3, 4)
         parent = matrices[:, :, :3] / np.linalg.norm(matrices[:, :, :3], axis=1, keepdims=True)
         head = np.einsum("cab,cb->ca", matrices[:, :, :3], rig.rest[:, 0]) + matrices[:, :, 3]
-        collider_rows = rows[rig.collider_ride]
-        c_head = np.einsum("kab,kb->ka", collider_rows[:, :, :3], rig.collider_head) + collider_rows[:, :, 3]
-        c_tail = np.einsum("kab,kb->ka", collider_rows[:, :, :3], rig.collider_tail) + collider_rows[:, :, 3]
-        segment = c_tail - c_head
-        segment_sq = np.maximum(np.einsum("ka,ka->k", segment, segment), 1e-12)
+        colliders = len(rig.collider_radius) > 0
+        if colliders:
+            placed = rows[rig.collider_ride]
+            c_head = np.einsum("kab,kb->ka", placed[:, :, :3], rig.collider_head) + placed[:, :, 3]
+            segment = np.einsum("kab,kb->ka", placed[:, :, :3], rig.collider_tail - rig.collider_head)
+            segment_sq = np.maximum(np.einsum("ka,ka->k", segment, segment), 1e-12)
         now, before = self.positions, self._before
         after = now.copy()
         after[:, 0] = head
+        keep = 1.0 - rig.drag
+        pull = dt * rig.gravity_power[:, :, None] * rig.gravity_dir  # (C, L, 3)
         for bone in range(now.shape[1] - 1):
             moving = self._active[:, bone] & self.enabled
             if not moving.any():
                 break
             rigid_dir = np.einsum("cab,cb->ca", parent, self._rest_dir[:, bone])
             tip = now[:, bone + 1]
-            tip = (tip + (tip - before[:, bone + 1]) * (1.0 - rig.drag[:, bone, None])
-                   + dt * rig.stiffness[:, bone, None] * rigid_dir
-                   + dt * rig.gravity_power[:, bone, None] * rig.gravity_dir[:, bone])
+            tip = (tip + (tip - before[:, bone + 1]) * keep[:, bone, None]
+                   + (dt * rig.stiffness[:, bone, None]) * rigid_dir + pull[:, bone])
             length = self._length[:, bone, None]
-            tip = head + _unit(tip - head) * length
-            for k in range(len(rig.collider_radius)):  # push out of each collider in turn
-                along = np.clip(np.einsum("ca,a->c", tip - c_head[k], segment[k]) / segment_sq[k], 0.0, 1.0)
-                closest = c_head[k] + along[:, None] * segment[k]
-                away = tip - closest
-                distance = np.linalg.norm(away, axis=1)
-                reach = rig.collider_radius[k] + rig.hit_radius[:, bone]
-                inside = rig.collides[:, k] & (distance < reach)
-                if inside.any():
-                    tip[inside] = closest[inside] + _unit(away[inside]) * reach[inside, None]
-            tip = head + _unit(tip - head) * length
+            offset = tip - head
+            tip = head + offset * (length / np.maximum(np.linalg.norm(offset, axis=1, keepdims=True), 1e-12))
+            if colliders:  # pushed out of every collider it is inside (capsules: from the nearest point of the axis)
+                along = np.clip(np.einsum("cka,ka->ck", tip[:, None] - c_head, segment) / segment_sq, 0.0, 1.0)
+                away = tip[:, None] - (c_head + along[:, :, None] * segment)
+                distance = np.maximum(np.linalg.norm(away, axis=2), 1e-12)
+                depth = np.where(rig.collides, rig.collider_radius + rig.hit_radius[:, bone, None] - distance, 0.0)
+                tip = tip + np.einsum("cka,ck->ca", away, np.maximum(depth, 0.0) / distance)
+                offset = tip - head
+                tip = head + offset * (length / np.maximum(np.linalg.norm(offset, axis=1, keepdims=True), 1e-12))
             tip = np.where(moving[:, None], tip, now[:, bone + 1])
             after[:, bone + 1] = tip
-            parent = _turn(_unit(rigid_dir), _unit(tip - head)) @ parent
+            actual = (tip - head) / length
+            parent = _turn(rigid_dir, actual) @ parent
             head = tip
             self.steps_taken += int(moving.sum())
         self._before, self.positions = now, after
@@ -194,4 +198,48 @@ class SpringBoneSim:
         return out
 
 
-__all__ = ["JUMP_S", "MAX_STEPS", "STEP_S", "SpringBoneSim", "SpringRig"]
+class SpringBoneThread:
+    """Steps one SpringBoneSim on its own thread, one frame behind: `exchange` hands over this frame's joint matrices
+    and returns the (region offsets, steps taken so far) of the frame before (None on the first).
+
+    It waits only when the thread has not finished the previous frame yet. Stop it before touching the sim.
+    """
+
+    def __init__(self, sim: SpringBoneSim, regions: int) -> None:
+        self.sim = sim
+        self._regions = regions
+        self._inbox: queue.Queue = queue.Queue()  # holds one frame at most; unbounded so that stop never waits on it
+        self._outbox: queue.Queue = queue.Queue(maxsize=1)
+        self._waiting = False
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="spring-bones", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stopping and (work := self._inbox.get()) is not None:
+            time_s, rows = work
+            try:
+                self.sim.step(time_s, rows)
+                self._outbox.put((self.sim.region_offsets(self._regions), self.sim.steps_taken))
+            except Exception as error:  # handed to the caller, which raises it on its own thread
+                self._outbox.put(error)
+
+    def exchange(self, time_s: float, rows: np.ndarray) -> tuple[np.ndarray, int] | None:
+        result = self._outbox.get() if self._waiting else None
+        self._inbox.put((float(time_s), np.array(rows, np.float64)))
+        self._waiting = True
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    def stop(self) -> None:
+        """End the thread once it has finished what it was given."""
+        self._stopping = True
+        if threading.current_thread() is self._thread:
+            return  # a finalizer the thread itself ran (a garbage collection there): it ends after this step
+        if self._thread.is_alive():
+            self._inbox.put(None)
+            self._thread.join()
+
+
+__all__ = ["JUMP_S", "MAX_STEPS", "STEP_S", "SpringBoneSim", "SpringBoneThread", "SpringRig"]
