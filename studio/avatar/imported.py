@@ -153,6 +153,8 @@ def avatar_from_scene(scene: GltfScene, vrm: VrmInfo, overrides: dict | None = N
         "humanoid": sorted(humanoid),
         "look_at": vrm.look_at,
         "emotions": [] if drive is None else list(drive.emotions),
+        "spring_chains": 0 if springs is None else springs.chains,
+        "spring_colliders": 0 if springs is None else len(springs.collider_radius),
         "notes": notes,
         "mapping_file": str(mapping_file) if mapping_file is not None else None,
     }
@@ -544,6 +546,9 @@ def describe_import(model: AvatarModel) -> str:
         face += f", mapping from {Path(str(info['mapping_file'])).name}"
     if info.get("emotions"):
         face += f"; emotions {', '.join(info['emotions'])} follow the face"
+    if info.get("spring_chains"):
+        chains, colliders = info["spring_chains"], info.get("spring_colliders", 0)
+        face += f"; spring bones: {chains} chain{'s' * (chains != 1)}, {colliders} collider{'s' * (colliders != 1)}"
     notes = "; ".join(info.get("notes") or [])
     return f"{info.get('format', 'glTF')}{who}{licence}; {face}" + (f"; {notes}" if notes else "")
 

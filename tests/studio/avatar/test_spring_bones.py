@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from studio.avatar.gltf import read_gltf
-from studio.avatar.imported import load_gltf_avatar
+from studio.avatar.imported import describe_import, load_gltf_avatar
 from studio.avatar.skeleton import JOINT_INDEX, NUM_JOINTS
 from studio.avatar.skinning import Kinematics
 from studio.avatar.springs import MAX_STEPS, SpringBoneSim
@@ -46,7 +46,9 @@ def test_each_chains_parameters_and_colliders_are_read():
     assert [scene.node_names[j.node] for j in chain.joints] == ["hair_1", "hair_2"]
     assert (chain.joints[0].stiffness, chain.joints[0].drag, chain.joints[0].hit_radius) == (1.0, 0.4, 0.02)
     assert chain.colliders == (0,) and vrm.colliders[0].radius == 0.11 and vrm.colliders[0].tail is None
-    rig = load_gltf_avatar(VRM1).spring_bones
+    model = load_gltf_avatar(VRM1)
+    assert "spring bones: 1 chain, 1 collider" in describe_import(model)
+    rig = model.spring_bones
     np.testing.assert_allclose(rig.collider_head[0], (0.0, 1.62, 0.0), atol=1e-5)  # the head's centre, from its offset
     assert rig.channel.tolist() == [CLOTH_REGIONS.index("hair")] and rig.collides.all()
 

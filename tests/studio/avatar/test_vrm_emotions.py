@@ -12,7 +12,7 @@ import pytest
 from studio.avatar.arkit import ARKIT_INDEX, NUM_ARKIT
 from studio.avatar.emotions import EMOTIONS, emotion_weights
 from studio.avatar.gltf import read_gltf
-from studio.avatar.imported import avatar_from_scene, load_gltf_avatar
+from studio.avatar.imported import avatar_from_scene, describe_import, load_gltf_avatar
 from studio.avatar.skinning import lbs
 from studio.avatar.vrm import Expression, read_vrm
 from studio.expressions import ExpressionMixer
@@ -77,6 +77,7 @@ def test_the_smile_trigger_drives_a_vrm0_avatars_joy_shape():
     path = DATA / "humanoid_vrm0.vrm"
     model = load_gltf_avatar(path)
     assert model.info["emotions"] == ["happy"]  # its `Joy` blend shape group
+    assert "emotions happy follow the face" in describe_import(model)
     joy = bind_moves(path, ("Fcl_MTH_Joy_L", "Fcl_MTH_Joy_R"))
     assert len(joy) > 10
     still, smiling = face(model, np.zeros(NUM_ARKIT)), face(model, trigger("default", "smile"))
