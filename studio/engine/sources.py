@@ -444,7 +444,7 @@ class PlayedAudio(AudioSource):
 
     @property
     def capture_format(self) -> tuple[int, int] | None:
-        """The clip's own rate and channels (a voice's 22.05 kHz); None for a file, which holds no copy at its rate."""
+        """The clip's own rate and channels (a voice's 22.05 kHz)."""
         return (self.play_rate, self.play_audio.shape[1]) if len(self.play_audio) else None
 
     def captured_audio(self) -> tuple[float, np.ndarray, int] | None:
@@ -471,7 +471,8 @@ class FileSource(PlayedAudio):
     streamed path are. Longer files are streamed from disk: the engine's 16 kHz copy is decoded a chunk at
     a time as playback reaches it, and the speaker's copy by a background decoder a few seconds ahead
     (`StreamedClip`), so memory does not grow with the file's length. A bad file is refused when the
-    source is made (probe).
+    source is made (probe). While it plays, a third decoder reads the file at its own rate and channels
+    (stereo at most) in step with the engine, half a second at a time, for a take to keep (`captured_audio`).
 
     A whole 48 kHz stereo file held at its own rate, converted to mono, resampled in float64 and then
     prepared for the speaker peaked at 370 MB over the streamed path's for a 2-minute file; decoded
@@ -509,6 +510,29 @@ class FileSource(PlayedAudio):
         self._pending = np.zeros(0, np.float32)  # decoded engine samples not yet handed out
         self._decoded = 0
         self._exhausted = False
+        self._own_chunks = None  # the file at its own rate and channels, decoded in step for `captured_audio`
+        self._own_pending = np.zeros((0, self.capture_format[1]), np.float32)
+        self._own_first = 0  # the file's frame index of _own_pending[0]
+
+    @property
+    def capture_format(self) -> tuple[int, int]:
+        return self.stream.sample_rate, min(self.stream.channels, 2)
+
+    def _capture(self, start: int, end: int) -> None:
+        """The file's own frames for engine samples [start, end), decoded as far as they reach."""
+        rate = self.stream.sample_rate
+        first, last = -(-start * rate // ENGINE_RATE), -(-end * rate // ENGINE_RATE)
+        while self._own_chunks is not None and self._own_first + len(self._own_pending) < last:
+            chunk = next(self._own_chunks, None)
+            if chunk is None:
+                self._own_chunks = None
+            else:
+                self._own_pending = np.concatenate([self._own_pending, chunk])
+        skip = max(0, first - self._own_first)
+        frames = self._own_pending[skip:last - self._own_first]
+        self._own_pending = self._own_pending[skip + len(frames):]
+        self._own_first += skip + len(frames)
+        self._captured = (first / rate, frames, rate) if len(frames) else None
 
     @property
     def duration_s(self) -> float | None:
@@ -526,6 +550,7 @@ class FileSource(PlayedAudio):
 
     def start(self) -> None:
         super().start()
+        self._own_chunks = self.stream.chunks(channels=self.capture_format[1])
         if self.streamed:
             self._engine_chunks = (chunk[:, 0] for chunk in self.stream.chunks(rate=ENGINE_RATE, channels=1))
 
@@ -553,9 +578,10 @@ class FileSource(PlayedAudio):
         super().stop()
         if clip is not None and hasattr(clip, "close"):
             clip.close()
-        if self._engine_chunks is not None:
-            self._engine_chunks.close()  # closes the file and frees its resampler now, not at interpreter exit
-            self._engine_chunks = None
+        for chunks in (self._engine_chunks, self._own_chunks):
+            if chunks is not None:
+                chunks.close()  # closes the file and frees its resampler now, not at interpreter exit
+        self._engine_chunks = self._own_chunks = None
 
     def _played_available(self, clip) -> int | None:
         if not self.streamed:
@@ -586,7 +612,9 @@ class FileSource(PlayedAudio):
 
     def read_available(self) -> tuple[int, np.ndarray]:
         if not self.streamed:
-            return super().read_available()
+            start, out = super().read_available()
+            self._capture(start, start + len(out))
+            return start, out
         start = self._read
         end = min(self._available(), start + ENGINE_RATE * 10)  # at most ten seconds decoded per read
         while self._engine_chunks is not None and not self._exhausted and start + len(self._pending) < end:
@@ -601,6 +629,7 @@ class FileSource(PlayedAudio):
         self._read = start + count
         if self.finished:
             self._state = "finished"
+        self._capture(start, self._read)
         return start, out.copy()
 
 

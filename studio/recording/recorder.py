@@ -83,7 +83,7 @@ def take_manifest(persona: str, preset: str, avatar: AvatarModel, sample_rate: i
 def live_take_format(engine: Engine) -> tuple[int, int]:
     """(rate, channels) for a live take of `engine`: its microphone's own rate and channels while it listens to one;
     otherwise MASTER_FORMAT, so a microphone started during the take loses nothing to the take's format (a line
-    of text at its voice's rate and a file's 16 kHz copy are resampled to it by the writer)."""
+    of text or a file, at its own rate, is resampled to it by the writer)."""
     source = engine.source
     return source.capture_format if isinstance(source, MicrophoneSource) else MASTER_FORMAT
 

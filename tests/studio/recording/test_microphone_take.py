@@ -245,3 +245,39 @@ def test_a_live_take_of_a_line_of_text_keeps_the_voice_above_8_khz_on_its_time(t
     kept, voice = kept[max(at, 0):], voice[max(-at, 0):]
     stretch = min(len(voice), len(kept))
     assert stretch > RATE and np.abs(kept[:stretch] - voice[:stretch]).max() < 1e-3
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["decoded whole", "streamed"])
+def test_a_live_take_of_a_48_khz_stereo_file_keeps_it_sample_for_sample(tmp_path, monkeypatch, streamed):
+    """A file played into a live take: the take (48 kHz stereo) holds the file's own frames, not the engine's copy,
+    where the frames that show them are; for a short file decoded whole and for a long one streamed from disk."""
+    import soundfile
+
+    from studio.engine.sources import FileSource
+
+    if streamed:
+        monkeypatch.setattr(FileSource, "STREAM_OVER_S", 1.0)
+    source_audio = _stereo_voice()
+    soundfile.write(tmp_path / "voice.wav", source_audio, RATE, subtype="FLOAT")
+    engine = Engine(fps=30)
+    source = FileSource(tmp_path / "voice.wav", play=False, realtime=False)
+    assert source.streamed == streamed and source.capture_format == (RATE, 2)
+    rate, channels = live_take_format(engine)
+    recorder = TakeRecorder(tmp_path / "take", take_manifest("default", "default", load_avatar(default_avatar_path()),
+                                                            rate, 30, channels=channels), engine.subscribe(100_000))
+    recorder.start()
+    engine.listen_source_audio(recorder.add_audio)
+    engine.set_source(source)
+    while not source.finished:
+        engine.run_once()
+    for _ in range(5):
+        engine.run_once()
+    engine.unlisten_source_audio(recorder.add_audio)
+    recorder.stop()
+    source.stop()
+
+    take = open_take(tmp_path / "take")
+    kept = take.audio.read_channels()
+    at = int(round((engine.source_start_media_s - take.start_media_s) * RATE))
+    kept, played = kept[max(at, 0):], source_audio[max(-at, 0):]
+    assert len(kept) >= len(played) and np.abs(kept[:len(played)] - played).max() < 2 / 32767
