@@ -109,16 +109,22 @@ class LiveLinks:
         self._update_tracking()
         return error
 
-    def follow_rate(self, rate_hz: float) -> str | None:
-        """VMC out at the preset's frame rate (restarted at it when on); the operator may set another in the panel
-        until the next preset. Returns the error in plain words, or None."""
-        settings = replace(self.settings["vmc_out"], rate_hz=float(rate_hz))
-        if settings == self.settings["vmc_out"]:
-            return None
-        if "vmc_out" in self.running:
-            return self.apply("vmc_out", settings)
-        self.settings["vmc_out"] = settings
-        return None
+    def follow_rate(self, rate_hz: float) -> dict[str, str]:
+        """Every output (VMC out, Live Link out) at the preset's frame rate (restarted at it when on); the operator
+        may set another in the panel until the next preset. Returns the outputs that failed to restart, with the
+        error in plain words."""
+        errors = {}
+        for name in OUTPUTS:
+            settings = replace(self.settings[name], rate_hz=float(rate_hz))
+            if settings == self.settings[name]:
+                continue
+            if name in self.running:
+                error = self.apply(name, settings)
+                if error is not None:
+                    errors[name] = error
+            else:
+                self.settings[name] = settings
+        return errors
 
     def avatar_changed(self) -> str | None:
         """Another avatar or body shape: VMC out, when on, restarts with its bone positions."""

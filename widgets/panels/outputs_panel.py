@@ -57,7 +57,7 @@ class LinkRow:
         self.rate.setRange(1, 240)
         self.rate.setSuffix(" Hz")
         self.rate.setValue(round(settings.rate_hz))
-        if name == "vmc_out":
+        if name in OUTPUTS:
             self.rate.setToolTip("Frames per second sent: the preset's frame rate, set again when the preset changes")
         self.rate.setEnabled(name in OUTPUTS)
         self.rate.setVisible(name in OUTPUTS)
@@ -333,16 +333,17 @@ class OutputsPanel(QWidget):
         self.save()
 
     def follow_preset(self, preset) -> None:
-        """A new preset: VMC out sends at its frame rate from now on."""
-        error = self.links.follow_rate(preset.render.fps)
-        row = self.rows["vmc_out"]
-        row.rate.setValue(round(self.links.settings["vmc_out"].rate_hz))
-        if error is not None:
-            row.enabled.blockSignals(True)
-            row.enabled.setChecked(False)
-            row.enabled.blockSignals(False)
+        """A new preset: VMC out and Live Link out send at its frame rate from now on."""
+        errors = self.links.follow_rate(preset.render.fps)
+        for name in OUTPUTS:
+            row = self.rows[name]
+            row.rate.setValue(round(self.links.settings[name].rate_hz))
+            if name in errors:
+                row.enabled.blockSignals(True)
+                row.enabled.setChecked(False)
+                row.enabled.blockSignals(False)
+            row.refresh()
         self.save()
-        row.refresh()
 
     def save(self) -> None:
         """Keep the settings for the next session; a failure is said under the panel, the links go on."""

@@ -91,3 +91,20 @@ def test_vmc_out_sends_the_avatars_rest_offsets_as_bone_positions_and_follows_a_
                 return all(np.allclose(sent[bone], position, atol=1e-5) for bone, position in reshaped.items())
 
             qtbot.waitUntil(new_offsets_sent, timeout=WAIT_MS)
+
+
+def test_live_link_out_follows_the_current_presets_rate_too(qtbot, studio_window) -> None:
+    from studio.interop.livelink_udp import decode_packet
+
+    with closing(studio_window(real_engine=True)) as window:
+        rate = window.outputs_dock.widget().rows["livelink_out"].rate
+        with closing(listening()) as receiver:
+            settings = replace(window.live_links.settings["livelink_out"], enabled=True, host="127.0.0.1",
+                               port=receiver.getsockname()[1])
+            assert window.live_links.apply("livelink_out", settings) is None
+            assert window.live_links.running["livelink_out"].rate_hz == 30.0
+            window.panels.select_preset("performance")
+            sender = window.live_links.running["livelink_out"]
+            assert sender.rate_hz == 25.0 and rate.value() == 25 and sender.running
+            decode_packet(receiver.recv(65536))  # still sending, at the new rate
+        window.live_links.apply("livelink_out", replace(window.live_links.settings["livelink_out"], enabled=False))
