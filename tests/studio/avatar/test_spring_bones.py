@@ -14,7 +14,7 @@ from studio.avatar.gltf import read_gltf
 from studio.avatar.imported import describe_import, load_gltf_avatar
 from studio.avatar.skeleton import JOINT_INDEX, NUM_JOINTS
 from studio.avatar.skinning import Kinematics
-from studio.avatar.springs import MAX_STEPS, SpringBoneSim
+from studio.avatar.springs import MAX_STEPS, SpringBoneSim, SpringRig
 from studio.avatar.vrm import read_vrm
 from studio.cloth import CLOTH_REGIONS, ClothSim
 from studio.precision import CLOTH_LEVELS
@@ -139,3 +139,28 @@ def test_a_late_frame_costs_at_most_max_steps():
     before = sim.steps_taken
     sim.step(0.9, rows(0.5))  # a stalled display: 0.87 s late
     assert 0 < sim.steps_taken - before <= MAX_STEPS * int((model.spring_bones.count - 1).sum())
+
+
+def test_a_capsule_collider_stops_a_swinging_tip():
+    """A 20 cm pendulum hangs from a point; gravity pulls it sideways into a capsule lying across its path."""
+    def rig(collides: bool) -> SpringRig:
+        rest = np.array([[[0.0, 1.0, 0.0], [0.0, 0.8, 0.0]]])
+        ones = np.ones((1, 2))
+        return SpringRig(rest=rest, count=np.array([2]), ride=np.array([0]), channel=np.array([0]), stiffness=ones * 0.1,
+                         gravity_power=ones * 2.0, gravity_dir=np.broadcast_to([1.0, 0.0, 0.0], (1, 2, 3)).copy(),
+                         drag=ones * 0.4, hit_radius=ones * 0.01, collider_head=np.array([[0.14, 0.86, -0.5]]),
+                         collider_tail=np.array([[0.14, 0.86, 0.5]]), collider_radius=np.array([0.04]),
+                         collider_ride=np.array([0]), collides=np.array([[collides]]))
+
+    def axis_distance(collides: bool) -> float:
+        sim = SpringBoneSim(rig(collides))
+        still = np.tile(np.hstack([np.eye(3), np.zeros((3, 1))]), (NUM_JOINTS, 1, 1))
+        nearest = []
+        for i in range(90):
+            sim.step(i / 30, still)
+            tip = sim.tips()[0]  # the capsule runs along z at x 0.14, y 0.86
+            nearest.append(np.hypot(tip[0] - 0.14, tip[1] - 0.86))
+        return min(nearest)
+
+    assert axis_distance(False) < 0.04, "without the collider the tip should swing through the capsule"
+    assert axis_distance(True) > 0.04, "the tip entered the capsule"
