@@ -128,6 +128,7 @@ class ClothSim:
 
     def _stop_thread(self) -> None:
         if self._thread is not None:
+            self._stop_at_exit.detach()
             self._thread.stop()
             self._thread = None
             self._bone_steps = self.springs_stepped
@@ -164,7 +165,7 @@ class ClothSim:
         if self.bones is not None and joint_rows is not None:
             if self._thread is None:
                 self._thread = SpringBoneThread(self.bones, len(CLOTH_REGIONS))
-                weakref.finalize(self, self._thread.stop)
+                self._stop_at_exit = weakref.finalize(self, self._thread.stop)  # the thread ends with this ClothSim
             result = self._thread.exchange(time_s, joint_rows)
             if result is not None:
                 self.offsets[:], steps = result
