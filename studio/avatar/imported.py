@@ -11,6 +11,8 @@
   mouthStretch, mouthPucker, mouthSmile, mouthFunnel), blinks and look expressions. `info["mapping"]` says which.
   The VRM emotions (happy, angry, sad, relaxed, surprised; 0.x Joy, Angry, Sorrow, Fun) become extra expression
   columns that `studio.avatar.emotions` drives from the ARKit weights, with their isBinary and override rules.
+- Spring bones: the VRM chains, their parameters and colliders become a `SpringRig` (`studio.avatar.springs`);
+  their vertices follow the cloth regions' offsets by how far down a chain they hang (`_spring_weights`).
 - Look: base colour factor (times COLOR_0) per vertex, base colour textures packed in one atlas, alpha mask.
 """
 
