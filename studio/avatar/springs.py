@@ -83,9 +83,12 @@ def _unit(vectors: np.ndarray) -> np.ndarray:
 
 
 def _turn(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """(N, 3, 3) rotations taking unit vectors a to unit vectors b (I + [v]x + [v]x^2 / (1 + a.b), v = a x b)."""
+    """(N, 3, 3) rotations taking unit vectors a to unit vectors b (I + [v]x + [v]x^2 / (1 + a.b), v = a x b);
+    the identity where b is (nearly) opposite a, which a bone cannot reach in one 60 Hz step but noise can."""
     v = np.cross(a, b)
-    scale = 1.0 / np.maximum(1.0 + np.einsum("na,na->n", a, b), 1e-6)
+    opposite = 1.0 + np.einsum("na,na->n", a, b) < 1e-3
+    v[opposite] = 0.0
+    scale = np.where(opposite, 0.0, 1.0 / np.maximum(1.0 + np.einsum("na,na->n", a, b), 1e-3))
     skew = np.zeros((len(a), 3, 3))
     skew[:, 0, 1], skew[:, 0, 2], skew[:, 1, 2] = -v[:, 2], v[:, 1], -v[:, 0]
     skew[:, 1, 0], skew[:, 2, 0], skew[:, 2, 1] = v[:, 2], -v[:, 1], v[:, 0]
