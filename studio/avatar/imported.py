@@ -32,7 +32,7 @@ from studio.avatar.mtoon import mtoon_extras
 from studio.avatar.skeleton import JOINT_INDEX, NUM_JOINTS, PARENTS
 from studio.avatar.skinning import Kinematics, batch_rodrigues
 from studio.avatar.springs import SpringRig
-from studio.avatar.vrm import VrmInfo, guess_humanoid, read_vrm
+from studio.avatar.vrm import SpringChain, VrmInfo, guess_humanoid, read_vrm
 
 _FINGERS = {"Thumb": ("Metacarpal", "Proximal", "Distal"), "Index": ("Proximal", "Intermediate", "Distal"),
             "Middle": ("Proximal", "Intermediate", "Distal"), "Ring": ("Proximal", "Intermediate", "Distal"),
@@ -255,19 +255,31 @@ def _spring_region(scene: GltfScene, smplx_of_node: dict[int, int], root: int) -
     return 0 if _ride(scene, smplx_of_node, root) in head else 1
 
 
+def _chain_points(scene: GltfScene, chain: SpringChain) -> np.ndarray:
+    """(N, 3) rest positions of a spring chain's joints, and of its virtual end past the leaf (VRM 0.x)."""
+    nodes = [joint.node for joint in chain.joints]
+    points = scene.world[nodes, :3, 3]
+    parent = scene.parents[nodes[0]]
+    before = points[-2] if len(nodes) > 1 else scene.world[parent, :3, 3] if parent >= 0 else None
+    if chain.end_length <= 0 or before is None or np.linalg.norm(points[-1] - before) < 1e-9:
+        return points
+    direction = (points[-1] - before) / np.linalg.norm(points[-1] - before)
+    scale = float(np.linalg.norm(scene.world[nodes[-1], :3, 0]))
+    return np.vstack([points, points[-1] + direction * chain.end_length * scale])
+
+
 def _spring_rig(scene: GltfScene, vrm: VrmInfo, smplx_of_node: dict[int, int]) -> SpringRig | None:
-    """The VRM spring chains (two joints or more) and their colliders as a SpringRig, or None when there are none."""
-    chains = [chain for chain in vrm.spring_chains if len(chain.joints) >= 2]
+    """The VRM spring chains (two points or more) and their colliders as a SpringRig, or None when there are none."""
+    chains = [(chain, points) for chain in vrm.spring_chains if len(points := _chain_points(scene, chain)) >= 2]
     if not chains:
         return None
-    length = max(len(chain.joints) for chain in chains)
+    length = max(len(points) for _, points in chains)
     scale = np.linalg.norm(scene.world[:, :3, 0], axis=1)  # a node's radii grow with its scale
     rest = np.zeros((len(chains), length, 3))
     per_bone = {key: np.zeros((len(chains), length)) for key in ("stiffness", "gravity_power", "drag", "hit_radius")}
     gravity = np.zeros((len(chains), length, 3))
-    for c, chain in enumerate(chains):
-        nodes = [joint.node for joint in chain.joints]
-        rest[c] = scene.world[nodes + [nodes[-1]] * (length - len(nodes)), :3, 3]
+    for c, (chain, points) in enumerate(chains):
+        rest[c] = np.vstack([points, np.repeat(points[-1:], length - len(points), axis=0)])
         for k, joint in enumerate(chain.joints):
             per_bone["stiffness"][c, k], per_bone["gravity_power"][c, k] = joint.stiffness, joint.gravity_power
             per_bone["drag"][c, k] = min(max(joint.drag, 0.0), 1.0)
@@ -279,12 +291,12 @@ def _spring_rig(scene: GltfScene, vrm: VrmInfo, smplx_of_node: dict[int, int]) -
     heads = np.array([scene.world[k.node] @ (*k.offset, 1.0) for k in colliders]).reshape(-1, 4)[:, :3]
     tails = np.array([scene.world[k.node] @ (*(k.tail or k.offset), 1.0) for k in colliders]).reshape(-1, 4)[:, :3]
     collides = np.zeros((len(chains), len(colliders)), bool)
-    for c, chain in enumerate(chains):
+    for c, (chain, _) in enumerate(chains):
         collides[c, list(chain.colliders)] = True
     return SpringRig(
-        rest=rest, count=np.array([len(chain.joints) for chain in chains]),
-        ride=np.array([_ride(scene, smplx_of_node, chain.joints[0].node) for chain in chains]),
-        channel=np.array([_spring_region(scene, smplx_of_node, chain.joints[0].node) for chain in chains]),
+        rest=rest, count=np.array([len(points) for _, points in chains]),
+        ride=np.array([_ride(scene, smplx_of_node, chain.joints[0].node) for chain, _ in chains]),
+        channel=np.array([_spring_region(scene, smplx_of_node, chain.joints[0].node) for chain, _ in chains]),
         gravity_dir=gravity, **per_bone, collider_head=heads, collider_tail=tails,
         collider_radius=np.array([k.radius * scale[k.node] for k in colliders]),
         collider_ride=np.array([_ride(scene, smplx_of_node, k.node) for k in colliders], int), collides=collides)
@@ -299,17 +311,16 @@ def _spring_weights(scene: GltfScene, vrm: VrmInfo, smplx_of_node: dict[int, int
     along the bone it is skinned to (a bone turning about its root moves its vertices in proportion to the distance).
     """
     bones: dict[int, tuple] = {}  # node -> (region, follow at the bone's root, at its end, root, end)
-    for chain in vrm.springs:
-        if len(chain) < 2:
+    for chain in vrm.spring_chains:
+        points = _chain_points(scene, chain)
+        if len(points) < 2:
             continue
-        region = _spring_region(scene, smplx_of_node, chain[0])
-        last = len(chain) - 1
-        for depth, node in enumerate(chain):
-            root = scene.world[node][:3, 3]
-            end = scene.world[chain[min(depth + 1, last)]][:3, 3]
+        region = _spring_region(scene, smplx_of_node, chain.joints[0].node)
+        last = len(points) - 1
+        for depth, joint in enumerate(chain.joints):
             span = (depth / last, min(depth + 1, last) / last)
-            if node not in bones or span[1] > bones[node][2]:
-                bones[node] = (region, *span, root, end)
+            if joint.node not in bones or span[1] > bones[joint.node][2]:
+                bones[joint.node] = (region, *span, points[depth], points[min(depth + 1, last)])
     if not bones:
         return None
     out = np.zeros((len(positions), 4), np.float32)

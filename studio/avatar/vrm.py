@@ -24,6 +24,7 @@ _VRM0_PRESETS = {
     "blink_r": "blinkRight", "joy": "happy", "angry": "angry", "sorrow": "sad", "fun": "relaxed", "surprised": "surprised",
     "lookup": "lookUp", "lookdown": "lookDown", "lookleft": "lookLeft", "lookright": "lookRight", "neutral": "neutral",
 }
+VRM0_END_M = 0.07  # UniVRM 0.x gives each leaf of a spring bone group a tail 7 cm on, so the leaf swings too
 _VRM0_BONES = {"leftThumbProximal": "leftThumbMetacarpal", "leftThumbIntermediate": "leftThumbProximal",
                "rightThumbProximal": "rightThumbMetacarpal", "rightThumbIntermediate": "rightThumbProximal"}
 
@@ -62,6 +63,7 @@ class SpringCollider:
 class SpringChain:
     joints: tuple[SpringJoint, ...]  # root first
     colliders: tuple[int, ...] = ()  # indices into VrmInfo.colliders
+    end_length: float = 0.0  # VRM 0.x: a virtual last joint this far (metres, node scale) past the leaf, as UniVRM adds
 
 
 @dataclass(frozen=True)
@@ -216,7 +218,7 @@ def _springs0(scene: GltfScene, ext: dict) -> tuple[tuple[SpringChain, ...], tup
         members = _collider_groups(scene, groups, group.get("colliderGroups"), "a secondaryAnimation bone group")
         for root in group.get("bones") or []:
             for nodes in _chains(scene, _node(scene, root, "a secondaryAnimation bone")):
-                chains.append(SpringChain(tuple(SpringJoint(node, **settings) for node in nodes), members))
+                chains.append(SpringChain(tuple(SpringJoint(node, **settings) for node in nodes), members, VRM0_END_M))
     return tuple(chains), tuple(colliders)
 
 

@@ -71,6 +71,9 @@ def test_vrm0_bone_groups_and_collider_groups_are_read_in_glTF_axes(tmp_path):
     np.testing.assert_allclose(rig.collider_head[0][1], 1.62, atol=1e-5)
     # Unity's forward (+z in VRM 0.x's vectors) is the avatar's forward in the studio (+z, the way it faces)
     np.testing.assert_allclose(rig.gravity_dir[0, 0], (0.0, 0.0, 1.0), atol=1e-6)
+    # as UniVRM does, the leaf (hair_2) gets a virtual end 7 cm on, so the last bone swings too
+    assert rig.count.tolist() == [3]
+    np.testing.assert_allclose(rig.rest[0, 2] - rig.rest[0, 1], (0.0, -0.07, 0.0), atol=1e-5)
 
 
 def test_the_ponytail_swings_after_a_head_turn_and_settles():
