@@ -284,7 +284,7 @@ def _spring_rig(scene: GltfScene, vrm: VrmInfo, smplx_of_node: dict[int, int]) -
             per_bone["stiffness"][c, k], per_bone["gravity_power"][c, k] = joint.stiffness, joint.gravity_power
             per_bone["drag"][c, k] = min(max(joint.drag, 0.0), 1.0)
             per_bone["hit_radius"][c, k] = joint.hit_radius * scale[joint.node]
-            gravity[c, k] = joint.gravity_dir / max(np.linalg.norm(joint.gravity_dir), 1e-12)
+            gravity[c, k] = np.asarray(joint.gravity_dir) / max(np.linalg.norm(joint.gravity_dir), 1e-12)  # (0, 0, 0): none
     if vrm.version == "0.x":
         gravity[:, :, [0, 2]] *= -1.0  # the reader turned VRM 0.x's scene to face +Z; its world directions turn too
     colliders = vrm.colliders

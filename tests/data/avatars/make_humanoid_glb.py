@@ -93,7 +93,8 @@ def distance_to_segment(point, a, b):
     return (point - (a + t * ab)).length
 
 
-def main():
+def build_humanoid():
+    """The skinned, shape-keyed humanoid in an empty scene: (mesh object "Body", armature object "Armature")."""
     bpy.ops.wm.read_factory_settings(use_empty=True)
     skin = material("Skin", (1, 1, 1), skin_image())
     cloth = material("Cloth", (0.15, 0.25, 0.65))
@@ -173,10 +174,15 @@ def main():
                     keys[f"mouthSmile{side}"].data[index].co = point + Vector((sign * 0.01, 0, 0.012))
         elif on_head and point.z < MOUTH.z - 0.005 and point.y < 0:
             keys["jawOpen"].data[index].co = point + Vector((0, 0, -0.03))
+    return body, rig
 
+
+def main():
+    build_humanoid()
     bpy.ops.export_scene.gltf(filepath=OUT, export_format="GLB", export_skins=True, export_morph=True,
                               export_morph_normal=False, export_animations=False, export_yup=True, export_apply=False)
     print("wrote", OUT)
 
 
-main()
+if __name__ == "__main__":  # make_vrm_addon.py imports the builder
+    main()
