@@ -8,6 +8,10 @@ vertex shader does it from a 55×3 float texture of joint matrices, so a frame u
 2.6 kB of joints instead of the whole mesh. The CPU skinning path (`skinning="cpu"`) exists to measure
 the choice and as a fallback. Closed, outward-wound pieces are drawn with back faces culled.
 
+Imported materials may add passes, each only where a material asks for it: MToon's outline (the inverted hull:
+the outlined faces again, pushed out along their normals, back faces only), then the alpha-blended primitives
+(glTF BLEND) without depth writes, farthest first, mixed as display values as the framebuffer holds them.
+
 All per-frame work happens in `_prepare_draw`, so `set_state` at any rate costs only a reference swap
 and frames that are never drawn cost nothing.
 """
