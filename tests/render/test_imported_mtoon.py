@@ -209,3 +209,25 @@ def test_the_imported_avatar_bench_reports_the_ratio_to_the_default_avatar_and_t
     assert report["outline_triangles"] == len(sphere()[2]) and report["blended_primitives"] == 1
     assert report["render_fps_vs_default_avatar_pct"] == pytest.approx(
         100 * report["render_1280x720_fps"] / report["default_avatar_render_1280x720_fps"], abs=0.2)
+
+
+@pytest.mark.parametrize("name", ["addon_vrm1.vrm", "addon_vrm0.vrm"])
+def test_the_vrm_addon_files_draw_their_cloth_outline_and_skin_rim(name):
+    """The VRM Add-on for Blender wrote these (VRM 1.0 and 0.x): a 4 mm dark outline on the cloth, a warm rim on the
+    skin. Against the same avatar with each left out, the outline adds dark pixels just outside the body and the rim
+    brightens the skin's edge."""
+    import dataclasses
+
+    model = load_avatar(Path(__file__).resolve().parents[1] / "data" / "avatars" / name)
+    assert model.outline is not None and model.rim is not None
+
+    def drawn(avatar, camera):
+        with OffscreenRenderer(avatar, size=(320, 320), background="transparent", camera=camera) as renderer:
+            return renderer.render(FrameState()).astype(int)
+
+    lined, unlined = drawn(model, "body"), drawn(dataclasses.replace(model, outline=None), "body")
+    ring = (lined[..., 3] > 250) & (unlined[..., 3] < 5)  # covered only with the outline
+    assert ring.sum() > 150 and lined[ring][:, :3].max(axis=1).mean() < 60
+    rim, plain = drawn(model, "head"), drawn(dataclasses.replace(model, rim=None), "head")
+    gain = rim[..., :3].sum(axis=-1) - plain[..., :3].sum(axis=-1)
+    assert (gain > 30).sum() > 200 and (gain < -5).sum() == 0
