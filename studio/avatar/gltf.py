@@ -16,7 +16,7 @@ import json
 import os
 import struct
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -70,6 +70,9 @@ class MaterialInfo:
     toon: tuple[tuple[float, float, float], float, float] | None = None  # MToon: (shade colour linear, shift, toony)
     rim: MToonRim | None = None  # MToon parametric rim light, where its colour is not black
     outline: MToonOutline | None = None  # MToon outline, where its width mode is not "none" and its width above 0
+
+
+MAX_OUTLINE_WIDTH = 0.05  # MToon outline width drawn at most: metres, or a share of the screen height
 
 
 @dataclass(frozen=True)
@@ -535,13 +538,21 @@ class _Reader:
                            ) -> tuple[MToonRim | None, MToonOutline | None]:
         """MToon's rim and outline (VRM 1.0 terms; VRM 0.x converted as three-vrm does: gamma colours, width in cm).
 
-        A malformed value leaves a note and the material without rim and outline, as a malformed texture does.
+        A malformed value leaves a note and the material without rim and outline, as a malformed texture does; an
+        outline wider than MAX_OUTLINE_WIDTH (5 cm, or 5 % of the screen height: ten times any VRoid default) would
+        bury the avatar in its outline colour, and is drawn that wide, with a note.
         """
         try:
-            return self._read_mtoon_rim_outline(vrm1, vrm0)
+            rim, outline = self._read_mtoon_rim_outline(vrm1, vrm0)
         except ValueError as error:
             self.notes.append(f"material {index}'s MToon {error}: drawn without rim and outline")
             return None, None
+        if outline is not None and outline.width > MAX_OUTLINE_WIDTH:
+            unit = "m" if outline.mode == "world" else " of the screen height"
+            self.notes.append(f"material {index}'s MToon outline is {outline.width:g}{unit} wide: drawn "
+                              f"{MAX_OUTLINE_WIDTH:g}{unit} wide")
+            outline = replace(outline, width=MAX_OUTLINE_WIDTH)
+        return rim, outline
 
     @staticmethod
     def _read_mtoon_rim_outline(vrm1: dict | None, vrm0: dict | None) -> tuple[MToonRim | None, MToonOutline | None]:
@@ -549,6 +560,9 @@ class _Reader:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
                 raise ValueError(f"{name} is {value!r}, not a finite number")
             return float(value)
+
+        def unit(value: float) -> float:
+            return min(max(value, 0.0), 1.0)
 
         def color(value, name: str, gamma: bool) -> tuple[float, float, float]:
             if not isinstance(value, (list, tuple)) or len(value) < 3:
@@ -558,29 +572,30 @@ class _Reader:
 
         if isinstance(vrm1, dict):
             rim = MToonRim(color(vrm1.get("parametricRimColorFactor", (0, 0, 0)), "parametricRimColorFactor", False),
-                           number(vrm1.get("parametricRimFresnelPowerFactor", 1.0), "parametricRimFresnelPowerFactor"),
+                           max(number(vrm1.get("parametricRimFresnelPowerFactor", 1.0), "parametricRimFresnelPowerFactor"),
+                               0.0),
                            number(vrm1.get("parametricRimLiftFactor", 0.0), "parametricRimLiftFactor"),
-                           number(vrm1.get("rimLightingMixFactor", 0.0), "rimLightingMixFactor"))
+                           unit(number(vrm1.get("rimLightingMixFactor", 0.0), "rimLightingMixFactor")))
             mode = vrm1.get("outlineWidthMode", "none")
             if mode not in ("none", "worldCoordinates", "screenCoordinates"):
                 raise ValueError(f"outlineWidthMode is {mode!r}, not none, worldCoordinates or screenCoordinates")
             outline = MToonOutline("world" if mode == "worldCoordinates" else "screen" if mode != "none" else "none",
                                    number(vrm1.get("outlineWidthFactor", 0.0), "outlineWidthFactor"),
                                    color(vrm1.get("outlineColorFactor", (0, 0, 0)), "outlineColorFactor", False),
-                                   number(vrm1.get("outlineLightingMixFactor", 1.0), "outlineLightingMixFactor"))
+                                   unit(number(vrm1.get("outlineLightingMixFactor", 1.0), "outlineLightingMixFactor")))
         elif isinstance(vrm0, dict):
             floats, vectors = vrm0.get("floatProperties"), vrm0.get("vectorProperties")
             floats, vectors = (part if isinstance(part, dict) else {} for part in (floats, vectors))
             rim = MToonRim(color(vectors.get("_RimColor", (0, 0, 0)), "_RimColor", True),
-                           number(floats.get("_RimFresnelPower", 1.0), "_RimFresnelPower"),
+                           max(number(floats.get("_RimFresnelPower", 1.0), "_RimFresnelPower"), 0.0),
                            number(floats.get("_RimLift", 0.0), "_RimLift"),
-                           number(floats.get("_RimLightingMix", 0.0), "_RimLightingMix"))
+                           unit(number(floats.get("_RimLightingMix", 0.0), "_RimLightingMix")))
             mode = number(floats.get("_OutlineWidthMode", 0), "_OutlineWidthMode")
             mixed = number(floats.get("_OutlineColorMode", 0), "_OutlineColorMode") == 1
             outline = MToonOutline({1.0: "world", 2.0: "screen"}.get(mode, "none"),
                                    0.01 * number(floats.get("_OutlineWidth", 0.0), "_OutlineWidth"),
                                    color(vectors.get("_OutlineColor", (0, 0, 0)), "_OutlineColor", True),
-                                   number(floats.get("_OutlineLightingMix", 1.0), "_OutlineLightingMix") if mixed else 0.0)
+                                   unit(number(floats.get("_OutlineLightingMix", 1.0), "_OutlineLightingMix")) if mixed else 0.0)
         else:
             return None, None
         return (rim if any(rim.color) else None,

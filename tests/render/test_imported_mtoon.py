@@ -190,6 +190,17 @@ def test_a_malformed_mtoon_factor_leaves_a_note_and_no_outline(tmp_path):
     assert any("outlineWidthFactor is 'wide'" in note for note in model.info["notes"])
 
 
+def test_an_absurdly_wide_outline_is_drawn_5_cm_wide_with_a_note(tmp_path):
+    """A 1 km outline would cover the whole frame in its colour; it is drawn at the 5 cm limit and the user told."""
+    path = write_glb(tmp_path / "wide.glb", [(*sphere(), 0)],
+                     [mtoon(outlineWidthMode="worldCoordinates", outlineWidthFactor=1000.0,
+                            outlineColorFactor=[0.0, 1.0, 0.0], outlineLightingMixFactor=0.0)])
+    model = load_avatar(path)
+    assert any("1000m wide: drawn 0.05m wide" in note for note in model.info["notes"])
+    ring = outline_pixels(render(path))
+    assert 0 < ring.sum() < 0.5 * ring.size
+
+
 def test_a_closed_sphere_split_along_its_seam_is_drawn_with_back_faces_culled(tmp_path):
     """Exporters split vertices along UV seams and at the poles; the surface is still closed, so it is culled (a
     quarter of the software rasteriser's time), not drawn from both sides as an open sheet would be."""
