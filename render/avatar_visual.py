@@ -18,6 +18,7 @@ and frames that are never drawn cost nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import numpy as np
@@ -391,8 +392,9 @@ class AvatarMesh:
 
     def _set_mtoon(self, model: AvatarModel, order: np.ndarray) -> None:
         """Rim and outline per vertex, and the faces each pass draws: opaque ones (culled or two-sided), the outline
-        hull (opaque faces whose material has an outline), and each alpha-blended primitive with the point whose
-        depth orders it (its rest centre, carried by the joint that carries most of it)."""
+        hull (opaque faces whose material has an outline), and each alpha-blended primitive with what orders it (its
+        material's render queue, then the depth of its rest centre, carried by the joint that carries most of it) and
+        whether it writes depth."""
         self.rim = None if model.rim is None else np.asarray(model.rim, np.float32)[order]
         self.outline = None if model.outline is None else np.asarray(model.outline, np.float32)[order]
         face_group = np.full(len(self.faces), -1)
@@ -403,12 +405,17 @@ class AvatarMesh:
         if self.outline is not None:
             self.outline_faces = self.opaque_faces & (self.outline[self.faces, 4] > 0).all(axis=1)
         weights = np.asarray(model.skin_weights, np.float32)[order]
-        self.blend_pieces: list[tuple[np.ndarray, np.ndarray, int]] = []
+        queue = np.zeros((len(order), 2), np.int64)
+        if model.blend_queue is not None:
+            queue = np.asarray(model.blend_queue, np.int64)[order]
+        self.blend_pieces: list[BlendPiece] = []
         for group in np.unique(face_group[face_group >= 0]):
             faces = np.flatnonzero(face_group == group)
             corners = np.unique(self.faces[faces])
             joint = int(np.argmax(weights[corners].sum(axis=0)))
-            self.blend_pieces.append((faces, self.rest[corners].mean(axis=0), joint))
+            piece_queue, depth_write = queue[corners[0]]
+            self.blend_pieces.append(BlendPiece(faces, self.rest[corners].mean(axis=0), joint, int(piece_queue),
+                                                bool(depth_write)))
 
     def _shading_normals(self, p: np.ndarray) -> np.ndarray:
         """Exact smooth normals of the shading prefix for vertex positions p."""
@@ -448,6 +455,18 @@ class AvatarMesh:
         out = np.empty_like(positions)
         out[self.order] = positions
         return out
+
+
+@dataclasses.dataclass(frozen=True)
+class BlendPiece:
+    """An alpha-blended primitive: its faces, the rest point whose depth orders it and the joint that carries that
+    point, its material's render queue (lower first) and whether it writes depth (MToon transparentWithZWrite)."""
+
+    faces: np.ndarray
+    centre: np.ndarray
+    joint: int
+    queue: int = 0
+    depth_write: bool = False
 
 
 def _blend_rows(rest: np.ndarray, rows: np.ndarray, weights: np.ndarray, active: np.ndarray) -> np.ndarray:
@@ -555,7 +574,7 @@ class AvatarVisual(Visual):
         self._light_signature = None
         self._face_groups: list[tuple[gloo.IndexBuffer, bool]] = []
         self._outline_faces: gloo.IndexBuffer | None = None
-        self._blend_pieces: list[tuple[gloo.IndexBuffer, np.ndarray, int]] = []
+        self._blend_pieces: list[tuple[gloo.IndexBuffer, BlendPiece]] = []
         self._rows = np.tile(np.eye(3, 4, dtype=np.float32), (NUM_JOINTS, 1, 1))
         self._eye = np.zeros(3, np.float32)
         self._view_dir = np.array([0.0, 0.0, -1.0], np.float32)
@@ -581,8 +600,7 @@ class AvatarVisual(Visual):
             if selected.any()
         ]
         self._outline_faces = gloo.IndexBuffer(mesh.faces[mesh.outline_faces]) if mesh.outline_faces.any() else None
-        self._blend_pieces = [(gloo.IndexBuffer(mesh.faces[faces]), centre, joint)
-                              for faces, centre, joint in mesh.blend_pieces]
+        self._blend_pieces = [(gloo.IndexBuffer(mesh.faces[piece.faces]), piece) for piece in mesh.blend_pieces]
         program = self.shared_program
         program["a_position"] = self._positions
         program["a_normal"] = self._normals
@@ -707,7 +725,8 @@ class AvatarVisual(Visual):
             program["u_blend_pass"] = 1.0
             gloo.set_state(blend=True, depth_mask=False,
                            blend_func=("src_alpha", "one_minus_src_alpha", "one", "one_minus_src_alpha"))
-            for indices in self.blend_order():
+            for indices, depth_write in self.blend_order():
+                gloo.set_state(depth_mask=depth_write)
                 for side in ("front", "back"):  # a piece's far side, then its near side
                     gloo.set_state(cull_face=side)
                     self._program.draw("triangles", indices)
@@ -716,12 +735,16 @@ class AvatarVisual(Visual):
         gloo.set_state(cull_face=False)
         gloo.set_cull_face("back")
 
-    def blend_order(self) -> list[gloo.IndexBuffer]:
-        """The alpha-blended primitives, farthest from the eye first, as posed now."""
+    def blend_order(self) -> list[tuple[gloo.IndexBuffer, bool]]:
+        """The alpha-blended primitives (faces, writes depth) in drawing order: by render queue, then farthest from
+        the eye first, as posed now."""
         rows = self._rows
-        depths = [float(np.dot(rows[joint, :, :3] @ centre + rows[joint, :, 3] - self._eye, self._view_dir))
-                  for _, centre, joint in self._blend_pieces]
-        return [self._blend_pieces[i][0] for i in np.argsort(depths)[::-1]]
+        keys = []
+        for _, piece in self._blend_pieces:
+            posed = rows[piece.joint, :, :3] @ piece.centre + rows[piece.joint, :, 3]
+            keys.append((piece.queue, -float(np.dot(posed - self._eye, self._view_dir))))
+        return [(self._blend_pieces[i][0], self._blend_pieces[i][1].depth_write)
+                for i in sorted(range(len(keys)), key=keys.__getitem__)]
 
     def _prepare_draw(self, view) -> bool:
         if self.mesh is None:

@@ -70,6 +70,8 @@ class MaterialInfo:
     toon: tuple[tuple[float, float, float], float, float] | None = None  # MToon: (shade colour linear, shift, toony)
     rim: MToonRim | None = None  # MToon parametric rim light, where its colour is not black
     outline: MToonOutline | None = None  # MToon outline, where its width mode is not "none" and its width above 0
+    blend_queue: int = 0  # MToon's order among blended materials (1.0 renderQueueOffsetNumber, 0.x renderQueue)
+    blend_depth_write: bool = False  # MToon transparentWithZWrite (0.x _ZWrite): a blended material writes depth
 
 
 MAX_OUTLINE_WIDTH = 0.05  # MToon outline width drawn at most: metres, or a share of the screen height
@@ -532,7 +534,7 @@ class _Reader:
         vrm1, vrm0 = extensions.get("VRMC_materials_mtoon"), self._vrm0_material(index, material.name)
         return MaterialInfo(material.name or f"material{index}", factor, image, transform, mode, float(cutoff),
                             bool(material.doubleSided), "KHR_materials_unlit" in extensions, _mtoon(vrm1, vrm0),
-                            *self._mtoon_rim_outline(index, vrm1, vrm0))
+                            *self._mtoon_rim_outline(index, vrm1, vrm0), *_mtoon_blend(vrm1, vrm0))
 
     def _mtoon_rim_outline(self, index: int, vrm1: dict | None, vrm0: dict | None
                            ) -> tuple[MToonRim | None, MToonOutline | None]:
@@ -664,6 +666,22 @@ def _mtoon(vrm1: dict | None, vrm0: dict | None) -> tuple[tuple[float, float, fl
     except (TypeError, ValueError):
         return None
     return None
+
+
+def _mtoon_blend(vrm1: dict | None, vrm0: dict | None) -> tuple[int, bool]:
+    """(render queue, depth write) of an MToon material, which order and mask its blended primitives: VRM 1.0's
+    renderQueueOffsetNumber and transparentWithZWrite, VRM 0.x's renderQueue (-1, the shader's own: 3000, where
+    blended ones start) and _ZWrite. A value of the wrong type counts as absent."""
+    if isinstance(vrm1, dict):
+        queue, write = vrm1.get("renderQueueOffsetNumber", 0), vrm1.get("transparentWithZWrite", False)
+    elif isinstance(vrm0, dict):
+        floats = vrm0.get("floatProperties")
+        queue, write = vrm0.get("renderQueue", -1), isinstance(floats, dict) and floats.get("_ZWrite") == 1
+        queue = 3000 if isinstance(queue, int) and queue < 0 else queue
+    else:
+        return 0, False
+    whole = isinstance(queue, (int, float)) and not isinstance(queue, bool) and bool(np.isfinite(queue))
+    return int(np.clip(queue, -10_000, 10_000)) if whole else 0, write is True
 
 
 def _uv_transform(spec) -> np.ndarray | None:

@@ -74,6 +74,8 @@ class AvatarModel:
     # The alpha-blended primitive (glTF alphaMode BLEND) each vertex belongs to, -1 for opaque and masked ones: the
     # renderer draws those after everything opaque, farthest first.
     blend_group: np.ndarray | None = None  # (V,) int32
+    # Of a blended vertex's material: its render queue (lower first, before depth) and whether it writes depth (0/1).
+    blend_queue: np.ndarray | None = None  # (V, 2) int32
     expression_drive: ExpressionDrive | None = None  # how expression columns past the 52 ARKit ones are driven
     spring_bones: SpringRig | None = None  # VRM spring bone chains and colliders (studio.avatar.springs)
     info: Mapping[str, object] = field(default_factory=dict)  # what an importer reports: meta, mapping, notes
@@ -201,6 +203,8 @@ def validate_arrays(model: AvatarModel) -> None:
             _check_array(model, key, array, (vertex_count, 6))
     if model.blend_group is not None:
         _check_array(model, "blend_group", model.blend_group, (vertex_count,), kinds="i")
+    if model.blend_queue is not None:
+        _check_array(model, "blend_queue", model.blend_queue, (vertex_count, 2), kinds="i")
 
 
 __all__ = ["ARKIT_NAMES", "AvatarFormatError", "AvatarModel", "Material", "validate_arrays"]

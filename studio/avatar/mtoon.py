@@ -14,13 +14,14 @@ from studio.avatar.gltf import GltfScene
 OUTLINE_MODES = {"world": 1.0, "screen": 2.0}
 
 
-def mtoon_extras(scene: GltfScene) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
-    """(rim (V, 6), outline (V, 6), blend group (V,)) over the scene's primitives in order; each None where no
-    material asks for it (see AvatarModel.rim, .outline and .blend_group)."""
+def mtoon_extras(scene: GltfScene) -> tuple[np.ndarray | None, ...]:
+    """(rim (V, 6), outline (V, 6), blend group (V,), blend queue (V, 2)) over the scene's primitives in order; each
+    None where no material asks for it (see AvatarModel.rim, .outline, .blend_group and .blend_queue)."""
     count = sum(len(p.positions) for p in scene.primitives)
     rim = np.zeros((count, 6), np.float32)
     outline = np.zeros((count, 6), np.float32)
     blend = np.full(count, -1, np.int32)
+    queue = np.zeros((count, 2), np.int32)
     start = 0
     for index, piece in enumerate(scene.primitives):
         rows = slice(start, start + len(piece.positions))
@@ -35,8 +36,10 @@ def mtoon_extras(scene: GltfScene) -> tuple[np.ndarray | None, np.ndarray | None
             outline[rows] = (*line.color, line.width, OUTLINE_MODES[line.mode], line.lighting_mix)
         if material.alpha_mode == "BLEND":
             blend[rows] = index
+            queue[rows] = (material.blend_queue, material.blend_depth_write)
+    blended = (blend >= 0).any()
     return (rim if rim[:, :3].any() else None, outline if outline[:, 4].any() else None,
-            blend if (blend >= 0).any() else None)
+            blend if blended else None, queue if blended else None)
 
 
 __all__ = ["OUTLINE_MODES", "mtoon_extras"]

@@ -155,6 +155,26 @@ def test_a_blended_primitive_shows_what_is_behind_it_whatever_the_file_order(tmp
     assert np.allclose(centre_pixel(behind) / 255, (0.5, 0.0, 0.5), atol=0.03), centre_pixel(behind)
 
 
+def blended_mtoon(color: tuple[float, float, float], queue: int, depth_write: bool = False) -> dict:
+    """A flat MToon material (shade colour = base colour) at 50 % alpha, blended, with this render queue offset."""
+    return {"pbrMetallicRoughness": {"baseColorFactor": [*color, 0.5]}, "alphaMode": "BLEND",
+            "extensions": {"VRMC_materials_mtoon": {"specVersion": "1.0", "shadeColorFactor": list(color),
+                                                    "renderQueueOffsetNumber": queue,
+                                                    "transparentWithZWrite": depth_write}}}
+
+
+@pytest.mark.parametrize("depth_write, expected", [(False, (0.25, 0.5, 0.25)), (True, (0.5, 0.0, 0.5))])
+def test_the_render_queue_orders_blended_primitives_before_depth_and_zwrite_hides_what_is_behind(
+        tmp_path, depth_write, expected):
+    """Red at 50 % in front of green at 50 % in front of opaque blue, but green's queue is later: green is drawn over
+    the red (1/2 green over 1/2 red over blue). With transparentWithZWrite the red writes depth, so the green behind
+    it is hidden (1/2 red over blue)."""
+    materials = [blended_mtoon((1, 0, 0), 0, depth_write), blended_mtoon((0, 1, 0), 1), flat((0, 0, 1))]
+    pieces = [(*quad(0.0, 0.2), 0), (*quad(-0.1, 0.3), 1), (*quad(-0.2, 0.4), 2)]
+    image = render(write_glb(tmp_path / "queued.glb", pieces, materials))
+    assert np.allclose(centre_pixel(image) / 255, expected, atol=0.03), centre_pixel(image)
+
+
 def test_mtoon_rim_and_outline_are_read_from_vrm0_material_properties(tmp_path):
     """VRM 0.x keeps MToon in VRM.materialProperties, colours in gamma space and the outline width in centimetres."""
     from studio.avatar.gltf import read_gltf
