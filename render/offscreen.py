@@ -32,6 +32,22 @@ def _application():
     return vispy.app.use_app("egl")
 
 
+def straight_alpha(image: np.ndarray) -> np.ndarray:
+    """The RGBA image with its colour not multiplied by alpha, as video files and compositors take it.
+
+    Over a transparent background a blended primitive (glTF BLEND) leaves colour × alpha in the framebuffer; every
+    other pixel is opaque or empty and is left as it is.
+    """
+    alpha = image[..., 3]
+    partial = (alpha > 0) & (alpha < 255)
+    if not partial.any():
+        return image
+    out = image.copy()
+    scaled = image[partial, :3].astype(np.uint32) * 255 + alpha[partial, None] // 2
+    out[partial, :3] = np.minimum(scaled // alpha[partial, None], 255).astype(np.uint8)
+    return out
+
+
 def downsample(image: np.ndarray, factor: int) -> np.ndarray:
     """Box-filter an RGBA image by `factor`, averaging colour by coverage so transparent edges stay clean.
 
@@ -124,7 +140,7 @@ class OffscreenRenderer:
         try:
             canvas.context.clear(color=canvas.bgcolor, depth=True)
             canvas.draw_visual(canvas.scene)
-            image = self._fbo.read()
+            image = straight_alpha(self._fbo.read())
         finally:
             canvas.pop_fbo()
         return image if self.supersample == 1 else downsample(image, self.supersample)

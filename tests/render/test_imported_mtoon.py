@@ -155,6 +155,14 @@ def test_a_blended_primitive_shows_what_is_behind_it_whatever_the_file_order(tmp
     assert np.allclose(centre_pixel(behind) / 255, (0.5, 0.0, 0.5), atol=0.03), centre_pixel(behind)
 
 
+def test_a_blended_primitive_over_a_transparent_background_keeps_its_colour_with_its_alpha(tmp_path):
+    """Exports with alpha (ProRes 4444, VP9) take colour and alpha apart: half-transparent red is red at alpha 128,
+    not the dark red (128, 0, 0) that the framebuffer holds after blending over nothing."""
+    image = render(write_glb(tmp_path / "alone.glb", [(*quad(0.0, 0.3), 0)], [flat((1, 0, 0), 0.5, "BLEND")]))
+    centre = image[95:105, 95:105].reshape(-1, 4)
+    assert np.abs(centre - (255, 0, 0, 128)).max() <= 2, centre[0]
+
+
 def blended_mtoon(color: tuple[float, float, float], queue: int, depth_write: bool = False) -> dict:
     """A flat MToon material (shade colour = base colour) at 50 % alpha, blended, with this render queue offset."""
     return {"pbrMetallicRoughness": {"baseColorFactor": [*color, 0.5]}, "alphaMode": "BLEND",
