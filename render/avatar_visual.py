@@ -69,6 +69,7 @@ attribute vec4 a_toon;  // MToon shading shift, toony, rim fresnel power, rim li
 attribute vec4 a_rim;  // MToon rim colour (linear), rim lighting mix
 attribute vec4 a_outline;  // MToon outline colour (linear), outline lighting mix
 attribute vec2 a_outline_width;  // MToon outline width and mode (1: metres, 2: share of the screen height)
+attribute float a_uv_motion;  // MToon UV animation: the vertex's row in the motion table (0: still)
 uniform float u_outline_pass;  // 1 while drawing the outline hull
 uniform vec3 u_eye;
 uniform vec3 u_view_dir;
@@ -102,7 +103,7 @@ void main() {
     v_normal = normal;
     v_color = a_color;
     v_material = a_material;
-    v_uv = a_uv;
+    v_uv = $uv_motion(a_uv, a_uv_motion);
     v_rect = a_rect;
     v_alpha = a_alpha;
     v_shade = a_shade;
@@ -232,6 +233,18 @@ float outline_reach(vec2 width, float screen_height, float pass) {
     return width.y < 1.5 ? width.x : width.x * screen_height;
 }
 """
+# MToon's UV animation: the texture coordinates scrolled, then turned about the texture's centre, by the row of a
+# small table (scroll x, scroll y, cos and sin of the turn) that the CPU writes each frame from the media time; the
+# wrap-around (fract) happens in the fragment shader, as it does for any repeating texture.
+_STILL_UV = """
+vec2 uv_motion(vec2 uv, float row) { return uv; }
+"""
+_MOVING_UV = """
+vec2 uv_motion(vec2 uv, float row) {
+    vec4 motion = texture2D($table, vec2(0.5, (row + 0.5) / $rows));
+    return mat2(motion.z, -motion.w, motion.w, motion.z) * (uv + motion.xy - 0.5) + 0.5;
+}
+"""
 _NO_OUTLINE_COLOR = """
 vec3 outline_color(vec3 lit, vec4 outline, float pass) { return lit; }
 """
@@ -348,6 +361,14 @@ class AvatarMesh:
             out[self.model.part_labels == i] = (*value, 0.0 if part.lower() in ENCLOSED_PARTS else 1.0)
         return out
 
+    def uv_motion_table(self, time_s: float) -> np.ndarray:
+        """(K, 1, 4) rows of the UV animation table at this media time: scroll x, scroll y (wrapped to one texture),
+        cos and sin of the turn; worked out in double precision so that hours in, the motion stays smooth."""
+        speeds = self.uv_motion_speeds
+        offsets = np.mod(speeds[:, :2] * float(time_s), 1.0)
+        angles = np.mod(speeds[:, 2] * float(time_s), 2 * np.pi)
+        return np.column_stack([offsets, np.cos(angles), np.sin(angles)]).astype(np.float32)[:, None, :]
+
     def morph(self, arkit: np.ndarray, pose: np.ndarray | None = None) -> bool:
         """Update the moving prefix of `positions` and the shading prefix of `normals`; False if unchanged."""
         arkit = self.model.morph_weights(arkit)  # the 52 ARKit weights, and the avatar's VRM emotions read from them
@@ -396,6 +417,13 @@ class AvatarMesh:
         material's render queue, then the depth of its rest centre, carried by the joint that carries most of it) and
         whether it writes depth."""
         self.rim = None if model.rim is None else np.asarray(model.rim, np.float32)[order]
+        self.uv_motion_speeds: np.ndarray | None = None  # (K, 3) scroll x, scroll y, turn; row 0 still
+        self.uv_motion_rows = np.zeros(len(order), np.float32)
+        if model.uv_motion is not None:
+            speeds, rows = np.unique(np.asarray(model.uv_motion, np.float64)[order], axis=0, return_inverse=True)
+            still = np.zeros((1, 3))
+            self.uv_motion_speeds = np.vstack([still, speeds])
+            self.uv_motion_rows = np.where((speeds[rows.ravel()] == 0).all(axis=1), 0, rows.ravel() + 1).astype(np.float32)
         self.outline = None if model.outline is None else np.asarray(model.outline, np.float32)[order]
         face_group = np.full(len(self.faces), -1)
         if model.blend_group is not None:
@@ -574,6 +602,7 @@ class AvatarVisual(Visual):
         self._light_signature = None
         self._face_groups: list[tuple[gloo.IndexBuffer, bool]] = []
         self._outline_faces: gloo.IndexBuffer | None = None
+        self._uv_motion_texture: gloo.Texture2D | None = None
         self._blend_pieces: list[tuple[gloo.IndexBuffer, BlendPiece]] = []
         self._rows = np.tile(np.eye(3, 4, dtype=np.float32), (NUM_JOINTS, 1, 1))
         self._eye = np.zeros(3, np.float32)
@@ -643,6 +672,17 @@ class AvatarVisual(Visual):
         program.frag["finish"] = Function(_TOON_LIGHT if mesh.shading is not None else _STUDIO_LIGHT)
         has_outline = self._outline_faces is not None
         program.vert["outline_reach"] = Function(_OUTLINE_REACH if has_outline else _NO_OUTLINE_REACH)
+        self._uv_motion_texture = None
+        if mesh.uv_motion_speeds is None or mesh.texture is None:
+            program.vert["uv_motion"] = Function(_STILL_UV)
+        else:
+            motion = Function(_MOVING_UV)
+            self._uv_motion_texture = gloo.Texture2D(mesh.uv_motion_table(0.0), internalformat="rgba32f",
+                                                     interpolation="nearest")
+            motion["table"] = self._uv_motion_texture
+            motion["rows"] = float(len(mesh.uv_motion_speeds))
+            program.vert["uv_motion"] = motion
+        program["a_uv_motion"] = gloo.VertexBuffer(np.ascontiguousarray(mesh.uv_motion_rows[:, None]))
         program.frag["outline_color"] = Function(_OUTLINE_COLOR if has_outline else _NO_OUTLINE_COLOR)
         program["a_uv"] = gloo.VertexBuffer(uvs)
         program["a_rect"] = gloo.VertexBuffer(rects)
@@ -691,6 +731,8 @@ class AvatarVisual(Visual):
         rows = mesh.joint_rows(state.pose, state.transl)
         self._rows = rows
         self._step_cloth(rows, state.media_time_s)
+        if self._uv_motion_texture is not None:
+            self._uv_motion_texture.set_data(mesh.uv_motion_table(state.media_time_s))
         if self.skinning_path == "gpu":
             start = time.perf_counter()
             if morphed:

@@ -72,6 +72,7 @@ class MaterialInfo:
     outline: MToonOutline | None = None  # MToon outline, where its width mode is not "none" and its width above 0
     blend_queue: int = 0  # MToon's order among blended materials (1.0 renderQueueOffsetNumber, 0.x renderQueue)
     blend_depth_write: bool = False  # MToon transparentWithZWrite (0.x _ZWrite): a blended material writes depth
+    uv_motion: tuple[float, float, float] | None = None  # MToon UV animation: scroll x, y (UV units/s), turn (rad/s)
 
 
 MAX_OUTLINE_WIDTH = 0.05  # MToon outline width drawn at most: metres, or a share of the screen height
@@ -534,7 +535,32 @@ class _Reader:
         vrm1, vrm0 = extensions.get("VRMC_materials_mtoon"), self._vrm0_material(index, material.name)
         return MaterialInfo(material.name or f"material{index}", factor, image, transform, mode, float(cutoff),
                             bool(material.doubleSided), "KHR_materials_unlit" in extensions, _mtoon(vrm1, vrm0),
-                            *self._mtoon_rim_outline(index, vrm1, vrm0), *_mtoon_blend(vrm1, vrm0))
+                            *self._mtoon_rim_outline(index, vrm1, vrm0), *_mtoon_blend(vrm1, vrm0),
+                            self._mtoon_uv_motion(index, vrm1, vrm0))
+
+    def _mtoon_uv_motion(self, index: int, vrm1: dict | None, vrm0: dict | None) -> tuple[float, float, float] | None:
+        """MToon's UV animation (scroll x and y in UV units per second, turn about the UV centre in radians per second),
+        VRM 0.x's converted as three-vrm does (its y scrolls the other way); None where nothing moves. Its mask
+        texture is not read (a note says so): the whole material moves."""
+        if isinstance(vrm1, dict):
+            spec, flip, mask = vrm1, 1.0, vrm1.get("uvAnimationMaskTexture")
+            names = ("uvAnimationScrollXSpeedFactor", "uvAnimationScrollYSpeedFactor", "uvAnimationRotationSpeedFactor")
+        elif isinstance(vrm0, dict) and isinstance(vrm0.get("floatProperties"), dict):
+            textures = vrm0.get("textureProperties")
+            spec, flip = vrm0["floatProperties"], -1.0
+            mask = textures.get("_UvAnimMaskTexture") if isinstance(textures, dict) else None
+            names = ("_UvAnimScrollX", "_UvAnimScrollY", "_UvAnimRotation")
+        else:
+            return None
+        values = [spec.get(name, 0.0) for name in names]
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) for v in values):
+            self.notes.append(f"material {index}'s MToon UV animation {values!r} is not three numbers: drawn still")
+            return None
+        if not any(values):
+            return None
+        if mask is not None:
+            self.notes.append(f"material {index}'s MToon UV animation mask is not read: the whole material moves")
+        return float(values[0]), flip * float(values[1]), float(values[2])
 
     def _mtoon_rim_outline(self, index: int, vrm1: dict | None, vrm0: dict | None
                            ) -> tuple[MToonRim | None, MToonOutline | None]:

@@ -137,7 +137,7 @@ def avatar_from_scene(scene: GltfScene, vrm: VrmInfo, overrides: dict | None = N
     springs = _spring_rig(scene, vrm, smplx_of_node)
     expr, mapping, drive = _expressions(scene, vrm, offsets, count, overrides)
     colors, uvs, rects, alpha, atlas, shading = _look(scene, count)
-    rim, outline, blend_group, blend_queue = mtoon_extras(scene)
+    rim, outline, blend_group, blend_queue, uv_motion = mtoon_extras(scene)
     pad = lambda array, fill=0.0: np.vstack([array, np.full((NUM_JOINTS, array.shape[1]), fill, array.dtype)])  # noqa: E731
     has_face = bool(np.abs(expr).max(initial=0.0) > 0)
     notes = list(scene.notes)
@@ -179,6 +179,7 @@ def avatar_from_scene(scene: GltfScene, vrm: VrmInfo, overrides: dict | None = N
         rim=None if rim is None else pad(rim), outline=None if outline is None else pad(outline),
         blend_group=None if blend_group is None else np.concatenate([blend_group, np.full(NUM_JOINTS, -1, np.int32)]),
         blend_queue=None if blend_queue is None else pad(blend_queue),
+        uv_motion=None if uv_motion is None else pad(uv_motion),
         info=info,
     ))
 

@@ -76,6 +76,8 @@ class AvatarModel:
     blend_group: np.ndarray | None = None  # (V,) int32
     # Of a blended vertex's material: its render queue (lower first, before depth) and whether it writes depth (0/1).
     blend_queue: np.ndarray | None = None  # (V, 2) int32
+    # MToon UV animation of a vertex's material: scroll x, scroll y (UV units per second), turn (radians per second).
+    uv_motion: np.ndarray | None = None  # (V, 3) float32
     expression_drive: ExpressionDrive | None = None  # how expression columns past the 52 ARKit ones are driven
     spring_bones: SpringRig | None = None  # VRM spring bone chains and colliders (studio.avatar.springs)
     info: Mapping[str, object] = field(default_factory=dict)  # what an importer reports: meta, mapping, notes
@@ -205,6 +207,8 @@ def validate_arrays(model: AvatarModel) -> None:
         _check_array(model, "blend_group", model.blend_group, (vertex_count,), kinds="i")
     if model.blend_queue is not None:
         _check_array(model, "blend_queue", model.blend_queue, (vertex_count, 2), kinds="i")
+    if model.uv_motion is not None:
+        _check_array(model, "uv_motion", model.uv_motion, (vertex_count, 3))
 
 
 __all__ = ["ARKIT_NAMES", "AvatarFormatError", "AvatarModel", "Material", "validate_arrays"]

@@ -270,3 +270,44 @@ def test_the_vrm_addon_files_draw_their_cloth_outline_and_skin_rim(name):
     rim, plain = drawn(model, "head"), drawn(dataclasses.replace(model, rim=None), "head")
     gain = rim[..., :3].sum(axis=-1) - plain[..., :3].sum(axis=-1)
     assert (gain > 30).sum() > 200 and (gain < -5).sum() == 0
+
+
+def test_mtoon_uv_animation_scrolls_and_turns_the_vrm_samples_textures_with_the_media_time():
+    """The VRM specification's UV animation sample: a quarter second on, the left arrow's texture has moved a quarter
+    of its quad to the left (wrapping round), the up arrow's a quarter up; a quarter turn on (π/2 s), the circular
+    arrow is the first one turned by 90°. Every later frame of the same time is the same."""
+    model = load_avatar(Path(__file__).resolve().parents[1] / "data" / "avatars" / "VRMC_materials_mtoon_UV_Animation_Test.vrm")
+    with OffscreenRenderer(model, size=(300, 300), background="transparent") as renderer:
+        frames = {t: renderer.render(FrameState(media_time_s=t)).astype(int) for t in (0.0, 0.25, np.pi / 2)}
+        again = renderer.render(FrameState(media_time_s=0.25)).astype(int)
+    assert np.array_equal(again, frames[0.25])
+    covered = frames[0.0][..., 3] > 250
+    rows = np.flatnonzero(covered.any(axis=1))
+    quads = np.split(rows, np.flatnonzero(np.diff(rows) > 1) + 1)  # top to bottom: turning, scrolling y, scrolling x
+    assert len(quads) == 3
+    cols = np.flatnonzero(covered[quads[0]].any(axis=0))
+
+    def tile(t: float, quad: np.ndarray) -> np.ndarray:
+        inner = frames[t][quad[2]:quad[-2], cols[2]:cols[-2], :3].mean(axis=-1)  # inside the quad's edge
+        return (inner < 100).astype(int)  # the black arrow
+
+    def mismatch(a: np.ndarray, b: np.ndarray) -> float:
+        return float(np.abs(a - b).mean())
+
+    def shift(still: np.ndarray, moved: np.ndarray, axis: int) -> int:
+        """How far (pixels, + right or down) the arrow moved: the shift that best overlays the two."""
+        def cost(k: int) -> float:
+            a, b = np.moveaxis(still, axis, 0), np.moveaxis(moved, axis, 0)
+            return mismatch(a[:len(a) - k], b[k:]) if k >= 0 else mismatch(a[-k:], b[:len(b) + k])
+        return min(range(-len(still) // 2, len(still) // 2), key=cost)
+
+    turning, scrolling_y, scrolling_x = quads
+    still_x, moved_x = tile(0.0, scrolling_x), tile(0.25, scrolling_x)
+    assert abs(shift(still_x, moved_x, axis=1) + (cols[-1] - cols[0]) / 4) <= 2  # a quarter of the quad, leftwards
+    still_y, moved_y = tile(0.0, scrolling_y), tile(0.25, scrolling_y)
+    assert abs(shift(still_y, moved_y, axis=0) + (scrolling_y[-1] - scrolling_y[0]) / 4) <= 2  # a quarter, upwards
+    still, turned = tile(0.0, turning), tile(np.pi / 2, turning)
+    size = min(still.shape)
+    still, turned = still[:size, :size], turned[:size, :size]
+    best = min(mismatch(np.rot90(still, k), turned) for k in (1, 3))
+    assert best < 0.04 < mismatch(still, turned)
