@@ -1,7 +1,11 @@
 """The persistent speaker output on the real PulseAudio null sink, recorded back through its monitor."""
 
+import contextlib
+import os
+import signal
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -330,66 +334,52 @@ def test_an_underrun_grows_the_buffer_mid_clip_and_the_sound_goes_on():
           f"{loud_s:.3f} of {expected_s:.3f} s loud")
 
 
-def _pulse_server_pid() -> int:
-    import os
-    from pathlib import Path
+@contextlib.contextmanager
+def _engine_playing_a_long_clip(tmp_path):
+    """(engine, source, path): a running engine playing 4 vowels from a file; stopped after."""
+    path = tmp_path / "long.wav"
+    soundfile.write(path, np.concatenate([silence_vowel_silence()] * 4), ENGINE_RATE)
+    engine = Engine()
+    engine.start()
+    try:
+        source = FileSource(path)
+        engine.set_source(source)
+        wait_until(lambda: source.clock.ready, what="playback")
+        yield engine, source, path
+    finally:
+        engine.stop()
 
-    return int((Path(os.environ["AVATAR_SERVICES_DIR"]) / "pulse.pid").read_text())
+
+def _freeze_the_sound_server(seconds: float) -> None:
+    """SIGSTOP the test PulseAudio server for `seconds`: what a starved machine or a hung device looks like."""
+    pid = int((Path(os.environ["AVATAR_SERVICES_DIR"]) / "pulse.pid").read_text())
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        time.sleep(seconds)
+    finally:
+        os.kill(pid, signal.SIGCONT)
 
 
 @needs_pulse
 def test_a_sound_server_stalled_for_two_seconds_is_a_hiccup_not_a_lost_speaker(tmp_path):
     """A starved machine stalls the sound server; the clip plays on after it (was: 'lost' after 1 s, the rest dropped)."""
-    import os
-    import signal
-
-    path = tmp_path / "long.wav"
-    soundfile.write(path, np.concatenate([silence_vowel_silence()] * 4), ENGINE_RATE)
-    engine = Engine()
-    engine.start()
-    try:
-        source = FileSource(path)
-        engine.set_source(source)
-        wait_until(lambda: source.clock.ready, what="playback")
-        pid = _pulse_server_pid()
-        os.kill(pid, signal.SIGSTOP)
-        try:
-            time.sleep(2.0)
-        finally:
-            os.kill(pid, signal.SIGCONT)
+    with _engine_playing_a_long_clip(tmp_path) as (engine, source, _path):
+        _freeze_the_sound_server(2.0)
         wait_until(lambda: source.finished, 30, "the clip to finish")
         assert engine.speaker.error is None, engine.speaker.error
         assert "lost" not in source.status and "without sound" not in engine.status
-    finally:
-        engine.stop()
 
 
 @needs_pulse
 def test_a_sound_server_that_stays_silent_past_the_timeout_is_a_lost_speaker_and_the_next_play_reopens_it(tmp_path):
-    import os
-    import signal
-
     from studio.engine.output import SPEAKER_NO_CALLBACK_TIMEOUT_S
 
-    path = tmp_path / "long.wav"
-    soundfile.write(path, np.concatenate([silence_vowel_silence()] * 4), ENGINE_RATE)
-    engine = Engine()
-    engine.start()
-    try:
-        source = FileSource(path)
-        engine.set_source(source)
-        wait_until(lambda: source.clock.ready, what="playback")
-        pid = _pulse_server_pid()
-        os.kill(pid, signal.SIGSTOP)
-        try:  # closing the lost stream waits for the frozen server, so the loss is seen once it runs again
-            time.sleep(SPEAKER_NO_CALLBACK_TIMEOUT_S + 1.5)
-        finally:
-            os.kill(pid, signal.SIGCONT)
+    with _engine_playing_a_long_clip(tmp_path) as (engine, _source, path):
+        # closing the lost stream waits for the frozen server, so the loss is seen once it runs again
+        _freeze_the_sound_server(SPEAKER_NO_CALLBACK_TIMEOUT_S + 1.5)
         wait_until(lambda: engine.speaker.error is not None, 10, "the loss")
         assert "no callback from the speaker output" in engine.speaker.error
         again = FileSource(path)
         engine.set_source(again)
         wait_until(lambda: again.clock.observations > 5, what="the next play on a reopened speaker")
         assert engine.speaker.error is None
-    finally:
-        engine.stop()
