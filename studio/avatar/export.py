@@ -2,10 +2,14 @@
 
 The file carries what another program needs to drive the avatar as the studio does: the rest mesh (with its
 colours as COLOR_0), the 55-joint skeleton as nodes named with VRM humanoid bone names, its skin (4 influences),
-and the 52 ARKit shapes as morph targets named in ARKit spelling (sparse: only the vertices each one moves).
+and the ARKit shapes the avatar has as morph targets named in ARKit spelling (sparse: only the vertices each one
+moves; a shape the avatar lacks is left out rather than written empty, so a reader sees it missing and falls back).
+An imported avatar's VRM emotion columns (`expression_drive`) follow as morph targets named after the emotion.
 The VRM 1.0 file adds `VRMC_vrm`: meta, the humanoid bone map, the vowel/blink presets bound to the ARKit
-morphs, and every ARKit shape as a custom ("perfect sync") expression, so a VRM renderer driven by our VMC output
-can wear it. JSON and buffers are plain glTF 2.0 written here; `studio.avatar.gltf` reads them back.
+morphs, the emotion presets (bound to the avatar's own emotion morph with its isBinary and override rules where it
+has one, else to the ARKit shapes), and every ARKit shape as a custom ("perfect sync") expression, so a VRM renderer
+driven by our VMC output can wear it. Vertices past the last one a face uses (an imported avatar's joint points)
+are not written. JSON and buffers are plain glTF 2.0 written here; `studio.avatar.gltf` reads them back.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import struct
 import numpy as np
 
 from studio import __version__
-from studio.avatar.arkit import ARKIT_INDEX, ARKIT_NAMES
+from studio.avatar.arkit import ARKIT_NAMES
 from studio.avatar.imported import HUMANOID_TO_SMPLX
 from studio.avatar.model import AvatarModel
 from studio.avatar.skeleton import JOINT_INDEX, JOINT_NAMES, NUM_JOINTS
@@ -80,13 +84,14 @@ class _Buffer:
 def gltf_document(model: AvatarModel, vrm: bool) -> tuple[dict, bytes]:
     """The glTF JSON and binary chunk of an avatar (with `VRMC_vrm` when `vrm`)."""
     buffer = _Buffer()
-    rest = np.asarray(model.v_template, np.float32)
+    count = int(np.max(model.faces)) + 1
+    rest = np.asarray(model.v_template[:count], np.float32)
     joints = model.rest_joints().astype(np.float64)
-    weights = np.asarray(model.skin_weights, np.float32)
+    weights = np.asarray(model.skin_weights[:count], np.float32)
     top = np.argsort(-weights, axis=1)[:, :4]
     top_weights = np.take_along_axis(weights, top, axis=1)
     top_weights /= np.maximum(top_weights.sum(axis=1, keepdims=True), 1e-8)
-    linear_colors = np.power(np.clip(model.colors(), 0.0, 1.0), 2.2).astype(np.float32)
+    linear_colors = np.power(np.clip(model.colors()[:count], 0.0, 1.0), 2.2).astype(np.float32)
     attributes = {
         "POSITION": buffer.accessor(rest, "VEC3", 34962, bounds=True),
         "NORMAL": buffer.accessor(vertex_normals(rest, model.faces), "VEC3", 34962),
@@ -95,11 +100,14 @@ def gltf_document(model: AvatarModel, vrm: bool) -> tuple[dict, bytes]:
         "WEIGHTS_0": buffer.accessor(top_weights.astype(np.float32), "VEC4", 34962),
     }
     indices = buffer.accessor(np.asarray(model.faces, np.uint32).ravel(), "SCALAR", 34963)
-    targets = []
-    for k in range(len(ARKIT_NAMES)):
-        delta = np.asarray(model.expr_dirs[:, :, k], np.float32)
+    targets, target_names = [], []
+    emotions = model.expression_drive.emotions if model.expression_drive is not None else ()
+    for k, name in enumerate((*ARKIT_NAMES, *emotions)):
+        delta = np.asarray(model.expr_dirs[:count, :, k], np.float32)
         rows = np.flatnonzero(np.abs(delta).max(axis=1) > 0)
-        targets.append({"POSITION": buffer.sparse(rows, delta[rows], len(rest))})
+        if len(rows):
+            targets.append({"POSITION": buffer.sparse(rows, delta[rows], len(rest))})
+            target_names.append(name)
     inverse_bind = np.tile(np.eye(4, dtype=np.float32), (NUM_JOINTS, 1, 1))
     inverse_bind[:, :3, 3] = -joints  # joints keep the world axes at rest: the inverse bind is a translation
     bind_accessor = buffer.accessor(inverse_bind.transpose(0, 2, 1).reshape(NUM_JOINTS, 16), "MAT4")
@@ -121,15 +129,15 @@ def gltf_document(model: AvatarModel, vrm: bool) -> tuple[dict, bytes]:
         "scenes": [{"nodes": [0, mesh_node]}],
         "nodes": nodes,
         "skins": [{"joints": list(range(NUM_JOINTS)), "inverseBindMatrices": bind_accessor, "skeleton": 0}],
-        "meshes": [{"name": model.name or "avatar", "extras": {"targetNames": list(ARKIT_NAMES)},
-                    "weights": [0.0] * len(ARKIT_NAMES),
+        "meshes": [{"name": model.name or "avatar", "extras": {"targetNames": target_names},
+                    "weights": [0.0] * len(target_names),
                     "primitives": [{"attributes": attributes, "indices": indices, "material": 0, "targets": targets}]}],
         "materials": [{"name": "body", "pbrMetallicRoughness": {"baseColorFactor": [1, 1, 1, 1], "metallicFactor": 0.0,
                                                                  "roughnessFactor": 0.8}}],
     }
     if vrm:
         document["extensionsUsed"] = ["VRMC_vrm"]
-        document["extensions"] = {"VRMC_vrm": _vrm_extension(model, mesh_node)}
+        document["extensions"] = {"VRMC_vrm": _vrm_extension(model, mesh_node, target_names)}
     document["accessors"] = buffer.accessors
     document["bufferViews"] = buffer.views
     buffer.data += b"\0" * (-len(buffer.data) % 4)
@@ -137,14 +145,27 @@ def gltf_document(model: AvatarModel, vrm: bool) -> tuple[dict, bytes]:
     return document, bytes(buffer.data)
 
 
-def _vrm_extension(model: AvatarModel, mesh_node: int) -> dict:
-    def binds(shapes) -> list[dict]:
-        return [{"node": mesh_node, "index": ARKIT_INDEX[name], "weight": weight} for name, weight in shapes]
+def _vrm_extension(model: AvatarModel, mesh_node: int, target_names: list[str]) -> dict:
+    """`VRMC_vrm`; expressions bind the written morphs (`target_names`); a preset missing any of its shapes is left out."""
+    index = {name: k for k, name in enumerate(target_names)}
 
-    preset = {name: {"morphTargetBinds": binds(shapes), "isBinary": False} for name, shapes in VRM_PRESETS.items()}
+    def binds(shapes) -> list[dict]:
+        return [{"node": mesh_node, "index": index[name], "weight": weight} for name, weight in shapes]
+
+    # A preset made of ARKit shapes only when the avatar has them all: a part of one (surprised as jawOpen alone,
+    # ee without its smile) would read back as a shape or emotion the avatar never had.
+    shapes_of = {name: shapes for name, shapes in VRM_PRESETS.items() if all(shape in index for shape, _ in shapes)}
+    drive = model.expression_drive
+    for emotion in drive.emotions if drive is not None else ():
+        shapes_of[emotion] = ((emotion, 1.0),)
+    preset = {name: {"morphTargetBinds": binds(shapes), "isBinary": False} for name, shapes in shapes_of.items()}
+    for k, emotion in enumerate(drive.emotions if drive is not None else ()):
+        preset[emotion]["isBinary"] = drive.binary[k]
+        preset[emotion].update(drive.overrides[k])
     for name in ("blink", "blinkLeft", "blinkRight"):
-        preset[name]["overrideLookAt"] = "none"
-    custom = {name: {"morphTargetBinds": binds(((name, 1.0),)), "isBinary": False} for name in ARKIT_NAMES}
+        if name in preset:
+            preset[name]["overrideLookAt"] = "none"
+    custom = {name: {"morphTargetBinds": binds(((name, 1.0),)), "isBinary": False} for name in ARKIT_NAMES if name in index}
     return {
         "specVersion": "1.0",
         "meta": {"name": model.name or "avatar", "version": __version__, "authors": ["Avatar Studio"],
