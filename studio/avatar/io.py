@@ -21,6 +21,7 @@ from typing import IO
 import numpy as np
 
 from studio.avatar.arkit import ARKIT_NAMES, NUM_ARKIT
+from studio.avatar.emotions import EMOTIONS, ExpressionDrive
 from studio.avatar.gltf import GLTF_SUFFIXES
 from studio.avatar.model import NUM_POSE_CORRECTIVES, AvatarFormatError, AvatarModel, Material
 from studio.avatar.skeleton import NUM_JOINTS
@@ -265,9 +266,15 @@ def _model_from_arrays(arrays: dict[str, np.ndarray], source: str) -> AvatarMode
                 f"an ARKit avatar needs ≥ {SMPLX_BETA_COLUMNS + NUM_ARKIT}"
             )
         num_betas = int(arrays.get("num_betas", 10))
+        drive = _expression_drive(arrays, source)
+        columns = NUM_ARKIT if drive is None else drive.columns
+        if shapedirs.shape[2] < SMPLX_BETA_COLUMNS + columns:
+            raise AvatarFormatError(f"{source}: 'shapedirs' has {shapedirs.shape[2]} columns; its 'expression_drive' "
+                                    f"needs ≥ {SMPLX_BETA_COLUMNS + columns}")
         shape_dirs, expr_dirs = _last_axis(shapedirs, slice(0, num_betas),
-                                           slice(SMPLX_BETA_COLUMNS, SMPLX_BETA_COLUMNS + NUM_ARKIT))
+                                           slice(SMPLX_BETA_COLUMNS, SMPLX_BETA_COLUMNS + columns))
     else:
+        drive = None
         num_betas = min(10, shapedirs.shape[2])
         (shape_dirs,) = _last_axis(shapedirs, slice(0, num_betas))
         expr_dirs = np.zeros((shapedirs.shape[0], 3, NUM_ARKIT), np.float32)
@@ -301,6 +308,7 @@ def _model_from_arrays(arrays: dict[str, np.ndarray], source: str) -> AvatarMode
         skin_weights=np.asarray(arrays["weights"], np.float32),
         shape_dirs=shape_dirs,
         expr_dirs=expr_dirs,
+        expression_drive=drive,
         pose_dirs=None if posedirs is None else np.asarray(posedirs, np.float32),
         materials=materials,
         has_arkit_expressions=ours,
@@ -309,12 +317,31 @@ def _model_from_arrays(arrays: dict[str, np.ndarray], source: str) -> AvatarMode
     )
 
 
+def _expression_drive(arrays: dict, source: str) -> ExpressionDrive | None:
+    """The emotion rules saved with an imported avatar's extra expression columns (`expression_drive` JSON), if any."""
+    if "expression_drive" not in arrays:
+        return None
+    text = str(arrays["expression_drive"])
+    try:
+        spec = json.loads(text)
+        return ExpressionDrive(tuple(spec["emotions"]), tuple(bool(b) for b in spec["binary"]),
+                               tuple(dict(rules) for rules in spec["overrides"]))
+    except (ValueError, TypeError, KeyError) as error:
+        raise AvatarFormatError(f"{source}: 'expression_drive' is {text[:80]!r}, expected JSON with emotions "
+                                f"({', '.join(EMOTIONS)}), binary and overrides, one each: {error}") from None
+
+
 def smplx_arrays(model: AvatarModel) -> dict[str, np.ndarray]:
-    """The arrays of an SMPL-X `.npz` that `smplx.create(..., ext='npz')` loads unpatched."""
+    """The arrays of an SMPL-X `.npz` that `smplx.create(..., ext='npz')` loads unpatched.
+
+    An imported avatar's emotion columns follow the 52 ARKit ones among SMPL-X's expression columns, and their
+    rules go in `expression_drive` (JSON), so a saved avatar still shows its own happy face.
+    """
     vertex_count = model.num_vertices
     shapedirs = np.zeros((vertex_count, 3, SMPLX_BETA_COLUMNS + SMPLX_EXPRESSION_COLUMNS), np.float32)
     shapedirs[:, :, : model.num_betas] = model.shape_dirs
-    shapedirs[:, :, SMPLX_BETA_COLUMNS : SMPLX_BETA_COLUMNS + NUM_ARKIT] = model.expr_dirs[:, :, :NUM_ARKIT]
+    columns = model.expr_dirs.shape[2]
+    shapedirs[:, :, SMPLX_BETA_COLUMNS : SMPLX_BETA_COLUMNS + columns] = model.expr_dirs
     posedirs = model.pose_dirs if model.pose_dirs is not None else np.zeros((vertex_count, 3, NUM_POSE_CORRECTIVES), np.float32)
     kintree = np.array([[p if p >= 0 else 4294967295 for p in model.parents], range(NUM_JOINTS)], np.int64)
     landmark_faces = np.linspace(0, len(model.faces) - 1, NUM_LANDMARKS).astype(np.int64)
@@ -341,6 +368,10 @@ def smplx_arrays(model: AvatarModel) -> dict[str, np.ndarray]:
             for part, m in model.materials.items()
         })),
     }
+    drive = model.expression_drive
+    if drive is not None:
+        arrays["expression_drive"] = np.array(json.dumps({"emotions": list(drive.emotions), "binary": list(drive.binary),
+                                                          "overrides": [dict(rules) for rules in drive.overrides]}))
     if model.part_labels is not None:
         arrays["part_labels"] = model.part_labels
         arrays["part_names"] = np.array(model.part_names)

@@ -5,10 +5,12 @@ from __future__ import annotations
 import pickle
 import sys
 import types
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from studio.avatar.arkit import ARKIT_INDEX, NUM_ARKIT
 from studio.avatar.io import load_avatar, load_avatar_or_default, save_avatar, smplx_arrays
 from studio.avatar.model import AvatarFormatError
 
@@ -166,3 +168,22 @@ def test_a_damaged_shape_array_is_refused_naming_the_file_and_the_array(tmp_path
     with pytest.raises(AvatarFormatError, match="its 'shapedirs' array is damaged") as error:
         load_avatar(path)
     assert str(path) in str(error.value) and path.read_bytes() == before
+
+
+def test_an_imported_avatar_saved_as_npz_keeps_its_emotions(tmp_path):
+    """A VRM's happy expression (an extra column with its isBinary/override rules) survives a save and reload."""
+    imported = load_avatar(Path(__file__).resolve().parents[2] / "data" / "avatars" / "humanoid_vrm1.vrm")
+    assert imported.expression_drive is not None and imported.expr_dirs.shape[2] > 52
+    path = tmp_path / "imported.npz"
+    save_avatar(imported, path)
+    loaded = load_avatar(path)
+    assert loaded.expression_drive == imported.expression_drive
+    assert np.abs(loaded.expr_dirs - imported.expr_dirs).max() < 1e-6
+    smile = np.zeros(NUM_ARKIT, np.float32)
+    smile[[ARKIT_INDEX[n] for n in ("mouthSmileLeft", "mouthSmileRight", "cheekSquintLeft", "cheekSquintRight")]] = 1.0
+    assert imported.morph_weights(smile)[NUM_ARKIT] == 1.0  # happy
+    assert np.array_equal(loaded.morph_weights(smile), imported.morph_weights(smile))
+    arrays = {k: np.array(v) for k, v in smplx_arrays(imported).items()}
+    arrays["expression_drive"] = np.array('{"emotions": ["giddy"], "binary": [false], "overrides": [{}]}')
+    with pytest.raises(AvatarFormatError, match=r"damaged\.npz: 'expression_drive' is .*giddy"):
+        load_avatar(_write_npz(tmp_path / "damaged.npz", arrays))
