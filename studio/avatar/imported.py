@@ -32,7 +32,7 @@ from studio.avatar.mtoon import mtoon_extras
 from studio.avatar.skeleton import JOINT_INDEX, NUM_JOINTS, PARENTS
 from studio.avatar.skinning import Kinematics, batch_rodrigues
 from studio.avatar.springs import SpringRig
-from studio.avatar.vrm import SpringChain, VrmInfo, guess_humanoid, read_vrm
+from studio.avatar.vrm import Expression, SpringChain, VrmInfo, guess_humanoid, read_vrm
 
 _FINGERS = {"Thumb": ("Metacarpal", "Proximal", "Distal"), "Index": ("Proximal", "Intermediate", "Distal"),
             "Middle": ("Proximal", "Intermediate", "Distal"), "Ring": ("Proximal", "Intermediate", "Distal"),
@@ -366,10 +366,18 @@ def _morph_table(scene: GltfScene, offsets: np.ndarray) -> dict[tuple[int, int],
 Source = tuple[str, str, float]  # ("morph" or "expression", its name, weight)
 
 
+def binds_anything(expression: Expression) -> bool:
+    """Whether a VRM expression binds a morph: one that binds nothing (the VRM Add-on for Blender writes every
+    preset, bound or not) drives nothing, so it is never offered as a source."""
+    return bool(expression.binds)
+
+
 def automatic_mapping(scene: GltfScene, vrm: VrmInfo) -> tuple[dict[str, list[Source]], dict[str, list[Source]]]:
-    """(ARKit shape -> sources found by name, ARKit shape -> VRM fallback sources), before any mapping file."""
+    """(ARKit shape -> sources found by name, ARKit shape -> VRM fallback sources), before any mapping file.
+    Only expressions that bind something are sources (`binds_anything`)."""
+    expressions = {name: x for name, x in vrm.expressions.items() if binds_anything(x)}
     by_name: dict[str, list[Source]] = {}
-    for name in vrm.expressions:  # perfect sync: expressions named as ARKit shapes
+    for name in expressions:  # perfect sync: expressions named as ARKit shapes
         column = _arkit_column(name)
         if column is not None:
             by_name.setdefault(ARKIT_NAMES[column], [("expression", name, 1.0)])
@@ -386,9 +394,9 @@ def automatic_mapping(scene: GltfScene, vrm: VrmInfo) -> tuple[dict[str, list[So
         if shape in by_name:
             continue
         for expression_name, weight in sources:
-            if expression_name in vrm.expressions:
+            if expression_name in expressions:
                 fallback.setdefault(shape, []).append(("expression", expression_name, weight))
-            elif expression_name.startswith("blink") and "blink" in vrm.expressions:
+            elif expression_name.startswith("blink") and "blink" in expressions:
                 fallback.setdefault(shape, []).append(("expression", "blink", weight * 0.5))  # one blink for both eyes
     return by_name, fallback
 
@@ -573,4 +581,4 @@ def is_gltf_path(path: str | os.PathLike) -> bool:
 
 
 __all__ = ["HUMANOID_TO_SMPLX", "VOWEL_FALLBACK", "automatic_humanoid", "automatic_mapping", "avatar_from_scene",
-           "current_mapping_text", "describe_import", "is_gltf_path", "load_gltf_avatar"]
+           "binds_anything", "current_mapping_text", "describe_import", "is_gltf_path", "load_gltf_avatar"]

@@ -19,7 +19,7 @@ from psygnal import Signal
 
 from studio.avatar.arkit import ARKIT_INDEX, ARKIT_NAMES, NUM_ARKIT
 from studio.avatar.gltf import read_gltf
-from studio.avatar.imported import HUMANOID_TO_SMPLX, automatic_humanoid, automatic_mapping, avatar_from_scene
+from studio.avatar.imported import HUMANOID_TO_SMPLX, automatic_humanoid, automatic_mapping, avatar_from_scene, binds_anything
 from studio.avatar.mapping_file import (
     UNMAPPED,
     MappingEntryError,
@@ -157,7 +157,8 @@ class MappingModel:
         """What a row may be driven by: `none`, then the morph targets and expressions, or the nodes."""
         if self.rows[index].kind == "bone":
             return [NONE, *self.node_names]
-        return [NONE, *self.morph_names, *(EXPRESSION_PREFIX + name for name in sorted(self.vrm.expressions))]
+        return [NONE, *self.morph_names, *(EXPRESSION_PREFIX + name for name, expression in sorted(self.vrm.expressions.items())
+                                            if binds_anything(expression))]
 
     def filtered(self, text: str, missing_only: bool = False) -> list[int]:
         """Indices of the rows the filter shows."""

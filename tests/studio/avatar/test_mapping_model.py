@@ -143,3 +143,27 @@ def test_the_preview_frame_drives_only_the_selected_channel(tmp_path):
     assert np.allclose(turned[JOINT_INDEX["head"]], (0, PREVIEW_TURN_RAD, 0))
     assert np.abs(turned).sum() == pytest.approx(PREVIEW_TURN_RAD)
     assert model.previews_face(head) and not model.previews_face(model.index[("bone", "leftUpperArm")])
+
+
+def test_an_expression_that_binds_nothing_is_no_source_anywhere(tmp_path):
+    """The VRM Add-on for Blender writes lookDown/lookUp/... with no binds: the saved mapping, the dialog's rows and
+    choices, and the import summary all leave them out (the mapping once listed `eyeLookDownLeft: lookDown`)."""
+    from studio.avatar.imported import current_mapping_text
+    from studio.avatar.mapping_model import MappingModel
+
+    path = copy_avatar(tmp_path, "addon_vrm1.vrm")
+    empty = {"lookDown", "lookUp", "lookLeft", "lookRight", "angry", "sad", "relaxed", "surprised", "neutral"}
+    model = MappingModel(path)
+    assert model.row("eyeLookDownLeft").missing and model.row("eyeLookDownLeft").match == "missing"
+    named = {name for row in model.rows if row.kind == "arkit" for kind, name, _ in row.sources if kind == "expression"}
+    assert named and not named & empty
+    assert not {f"expression: {name}" for name in empty} & set(model.choices(0))
+    mapped = yaml.safe_load(current_mapping_text(path))["arkit"]
+    assert mapped["eyeLookDownLeft"] == "none" and mapped["mouthPucker"] == [{"expression": "ou", "weight": 0.8}]
+    saved = {entry["expression"] for value in mapped.values() if value != "none" for entry in value if "expression" in entry}
+    assert saved and not saved & empty
+    avatar = load_avatar(path)
+    summary_fallback = {entry.split("←")[0] for entry in avatar.info["fallback"]}
+    assert summary_fallback == {row.channel for row in model.rows if row.match == "fallback"}
+    assert set(avatar.info["arkit_missing"]) - summary_fallback == {row.channel for row in model.rows[:52] if row.missing}
+    assert summary_fallback | {name for name, value in mapped.items() if value == "none"} == set(avatar.info["arkit_missing"])
