@@ -29,6 +29,7 @@ from vispy.visuals.shaders import Function
 from vispy.visuals.transforms import ChainTransform, MatrixTransform, NullTransform, STTransform
 from vispy.visuals.transforms.base_transform import InverseTransform
 
+from studio.avatar.arkit import NUM_ARKIT
 from studio.avatar.look import with_betas
 from studio.avatar.model import AvatarModel
 from studio.avatar.skeleton import JOINT_INDEX, NUM_JOINTS
@@ -69,7 +70,9 @@ attribute vec4 a_toon;  // MToon shading shift, toony, rim fresnel power, rim li
 attribute vec4 a_rim;  // MToon rim colour (linear), rim lighting mix
 attribute vec4 a_outline;  // MToon outline colour (linear), outline lighting mix
 attribute vec2 a_outline_width;  // MToon outline width and mode (1: metres, 2: share of the screen height)
-attribute float a_uv_motion;  // MToon UV animation: the vertex's row in the motion table (0: still)
+// The vertex's rows in two small tables: MToon UV animation (x, 0: still), VRM expression material binds (y, 0: none).
+// One attribute for both: with GPU skinning the shader uses all 16 vertex inputs the GL allows.
+attribute vec2 a_rows;
 uniform float u_outline_pass;  // 1 while drawing the outline hull
 uniform vec3 u_eye;
 uniform vec3 u_view_dir;
@@ -101,11 +104,13 @@ void main() {
               * $outline_reach(a_outline_width, depth * u_height_per_depth, u_outline_pass);
     v_position = position;
     v_normal = normal;
-    v_color = a_color;
+    vec4 bound = $bind_color(vec4(a_color, a_alpha.x), a_rows.y);
+    v_color = bound.rgb;
     v_material = a_material;
-    v_uv = $uv_motion(a_uv, a_uv_motion);
+    vec2 uv = $bind_uv(a_uv, a_rows.y);
+    v_uv = $uv_motion(uv, a_rows.x);
     v_rect = a_rect;
-    v_alpha = a_alpha;
+    v_alpha = vec2(bound.a, a_alpha.y);
     v_shade = a_shade;
     v_toon = a_toon;
     v_rim = a_rim;
@@ -245,6 +250,27 @@ vec2 uv_motion(vec2 uv, float row) {
     return mat2(motion.z, -motion.w, motion.w, motion.z) * (uv + motion.xy - 0.5) + 0.5;
 }
 """
+# VRM expression material binds: a material's base colour (with alpha factor) moved towards the expressions' targets
+# and its texture scaled and offset, from a small table (one row per bound material, row 0 unchanged) that the CPU
+# writes each frame from the expression weights. Avatars without binds compile the no-op versions.
+_UNBOUND_COLOR = """
+vec4 bind_color(vec4 color, float slot) { return color; }
+"""
+_UNBOUND_UV = """
+vec2 bind_uv(vec2 uv, float slot) { return uv; }
+"""
+_BOUND_COLOR = """
+vec4 bind_color(vec4 color, float slot) {
+    float row = (slot + 0.5) / $rows;
+    return color * texture2D($table, vec2(0.5, row)) + texture2D($table, vec2(0.5 / 3.0, row));
+}
+"""
+_BOUND_UV = """
+vec2 bind_uv(vec2 uv, float slot) {
+    vec4 transform = texture2D($table, vec2(2.5 / 3.0, (slot + 0.5) / $rows));
+    return uv * transform.xy + transform.zw;
+}
+"""
 _NO_OUTLINE_COLOR = """
 vec3 outline_color(vec3 lit, vec4 outline, float pass) { return lit; }
 """
@@ -337,6 +363,7 @@ class AvatarMesh:
             self.texture_rects = np.asarray(model.texture_rects, np.float32)[order]
             self.alpha = np.asarray(model.alpha, np.float32)[order]
         self.shading = None if model.shading is None else np.asarray(model.shading, np.float32)[order]
+        self.bind_slots = None if model.material_slot is None else np.asarray(model.material_slot, np.float32)[order]
         cloth = region_weights(model)
         self.cloth_weights = cloth[order]
         self.cloth_anchors = np.hstack([anchor_points(model, cloth), np.ones((len(CLOTH_REGIONS), 1))])
@@ -603,6 +630,7 @@ class AvatarVisual(Visual):
         self._face_groups: list[tuple[gloo.IndexBuffer, bool]] = []
         self._outline_faces: gloo.IndexBuffer | None = None
         self._uv_motion_texture: gloo.Texture2D | None = None
+        self._bind_texture: gloo.Texture2D | None = None
         self._blend_pieces: list[tuple[gloo.IndexBuffer, BlendPiece]] = []
         self._rows = np.tile(np.eye(3, 4, dtype=np.float32), (NUM_JOINTS, 1, 1))
         self._eye = np.zeros(3, np.float32)
@@ -682,7 +710,9 @@ class AvatarVisual(Visual):
             motion["table"] = self._uv_motion_texture
             motion["rows"] = float(len(mesh.uv_motion_speeds))
             program.vert["uv_motion"] = motion
-        program["a_uv_motion"] = gloo.VertexBuffer(np.ascontiguousarray(mesh.uv_motion_rows[:, None]))
+        self._set_material_binds(mesh)
+        slots = mesh.bind_slots if mesh.bind_slots is not None and self._bind_texture is not None else 0.0 * mesh.uv_motion_rows
+        program["a_rows"] = gloo.VertexBuffer(np.ascontiguousarray(np.column_stack([mesh.uv_motion_rows, slots])))
         program.frag["outline_color"] = Function(_OUTLINE_COLOR if has_outline else _NO_OUTLINE_COLOR)
         program["a_uv"] = gloo.VertexBuffer(uvs)
         program["a_rect"] = gloo.VertexBuffer(rects)
@@ -694,6 +724,22 @@ class AvatarVisual(Visual):
         program["a_outline_width"] = gloo.VertexBuffer(np.ascontiguousarray(outline[:, 3:5]))
         program["u_outline_pass"] = 0.0
         program["u_blend_pass"] = 0.0
+
+    def _set_material_binds(self, mesh: AvatarMesh) -> None:
+        program = self.shared_program
+        binds = mesh.model.material_binds
+        self._bind_texture = None
+        if binds is None or mesh.bind_slots is None:
+            program.vert["bind_color"] = Function(_UNBOUND_COLOR)
+            program.vert["bind_uv"] = Function(_UNBOUND_UV)
+            return
+        table = binds.table(np.zeros(NUM_ARKIT, np.float32))
+        self._bind_texture = gloo.Texture2D(table, internalformat="rgba32f", interpolation="nearest")
+        for name, code in (("bind_color", _BOUND_COLOR), ("bind_uv", _BOUND_UV)):
+            function = Function(code)
+            function["table"] = self._bind_texture
+            function["rows"] = float(len(table))
+            program.vert[name] = function
 
     def set_cloth(self, regions: tuple[str, ...]) -> None:
         """Which cloth springs run (none: the cloth is still and costs nothing per frame)."""
@@ -733,6 +779,8 @@ class AvatarVisual(Visual):
         self._step_cloth(rows, state.media_time_s)
         if self._uv_motion_texture is not None:
             self._uv_motion_texture.set_data(mesh.uv_motion_table(state.media_time_s))
+        if self._bind_texture is not None:
+            self._bind_texture.set_data(mesh.model.material_binds.table(state.arkit))
         if self.skinning_path == "gpu":
             start = time.perf_counter()
             if morphed:

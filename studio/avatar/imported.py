@@ -27,6 +27,7 @@ import numpy as np
 from studio.avatar.arkit import ARKIT_INDEX, ARKIT_NAMES, NUM_ARKIT, arkit_index
 from studio.avatar.emotions import EMOTION_SOURCES, EMOTIONS, ExpressionDrive
 from studio.avatar.gltf import GltfScene, read_gltf
+from studio.avatar.material_binds import MaterialBinds, bound_materials, undrawn_binds
 from studio.avatar.model import AvatarModel
 from studio.avatar.mtoon import mtoon_extras
 from studio.avatar.skeleton import JOINT_INDEX, NUM_JOINTS, PARENTS
@@ -136,13 +137,16 @@ def avatar_from_scene(scene: GltfScene, vrm: VrmInfo, overrides: dict | None = N
     cloth = _spring_weights(scene, vrm, smplx_of_node, node_weights, positions)
     springs = _spring_rig(scene, vrm, smplx_of_node)
     expr, mapping, drive = _expressions(scene, vrm, offsets, count, overrides)
-    colors, uvs, rects, alpha, atlas, shading = _look(scene, count)
+    binds, material_slot = _material_binds(scene, vrm, count, overrides)
+    colors, uvs, rects, alpha, atlas, shading = _look(scene, count, set() if binds is None else set(binds.materials))
     rim, outline, blend_group, blend_queue, uv_motion = mtoon_extras(scene)
     pad = lambda array, fill=0.0: np.vstack([array, np.full((NUM_JOINTS, array.shape[1]), fill, array.dtype)])  # noqa: E731
     has_face = bool(np.abs(expr).max(initial=0.0) > 0)
     notes = list(scene.notes)
     if not has_face:
         notes.append("this avatar has no face morphs: only its head and body will move")
+    if undrawn_binds(vrm.expressions):
+        notes.append("expression colour binds not drawn (only base colours are): " + ", ".join(undrawn_binds(vrm.expressions)))
     missing_bones = [b for b in ("head", "neck", "hips") if b not in humanoid]
     if missing_bones:
         notes.append(f"no humanoid bone found for {', '.join(missing_bones)}: those parts do not move")
@@ -180,6 +184,8 @@ def avatar_from_scene(scene: GltfScene, vrm: VrmInfo, overrides: dict | None = N
         blend_group=None if blend_group is None else np.concatenate([blend_group, np.full(NUM_JOINTS, -1, np.int32)]),
         blend_queue=None if blend_queue is None else pad(blend_queue),
         uv_motion=None if uv_motion is None else pad(uv_motion),
+        material_binds=binds,
+        material_slot=None if material_slot is None else np.concatenate([material_slot, np.zeros(NUM_JOINTS, np.int32)]),
         info=info,
     ))
 
@@ -367,9 +373,9 @@ Source = tuple[str, str, float]  # ("morph" or "expression", its name, weight)
 
 
 def binds_anything(expression: Expression) -> bool:
-    """Whether a VRM expression binds a morph: one that binds nothing (the VRM Add-on for Blender writes every
-    preset, bound or not) drives nothing, so it is never offered as a source."""
-    return bool(expression.binds)
+    """Whether a VRM expression binds a morph, a colour or a texture: one that binds nothing (the VRM Add-on for
+    Blender writes every preset, bound or not) drives nothing, so it is never offered as a source."""
+    return bool(expression.binds or expression.colors or expression.transforms)
 
 
 def automatic_mapping(scene: GltfScene, vrm: VrmInfo) -> tuple[dict[str, list[Source]], dict[str, list[Source]]]:
@@ -471,6 +477,44 @@ def _emotion_columns(vrm: VrmInfo, table: dict, expr: np.ndarray,
     return np.concatenate([expr, np.stack(columns, axis=2)], axis=2), drive
 
 
+def _material_binds(scene: GltfScene, vrm: VrmInfo, count: int,
+                    overrides: dict[str, list[Source]]) -> tuple[MaterialBinds | None, np.ndarray | None]:
+    """The expressions' material binds and each vertex's row in their table (None: no expression binds a material).
+    A non-emotion expression's weight is read from the ARKit shapes the mapping drives with it, else (the face has
+    those ARKit shapes itself) from the ones the VRM fallback would drive with it."""
+    materials = bound_materials(vrm.expressions)
+    if not materials:
+        return None, None
+    by_name, fallback = automatic_mapping(scene, vrm)
+    sources: dict[str, list[tuple[int, float]]] = {}
+    for shape in ARKIT_NAMES:
+        chosen = overrides.get(shape) or by_name.get(shape) or fallback.get(shape) or []
+        for kind, name, weight in chosen:
+            if kind == "expression":
+                sources.setdefault(name, []).append((ARKIT_INDEX[shape], weight))
+    vowels: dict[str, list[tuple[int, float]]] = {}  # the face's own ARKit shapes drive it: the vowel fallback's reading
+    for shape, pairs in VOWEL_FALLBACK.items():
+        for name, weight in pairs:
+            vowels.setdefault(name, []).append((ARKIT_INDEX[shape], weight))
+            if name.startswith("blink"):  # one blink expression for both eyes
+                vowels.setdefault("blink", []).append((ARKIT_INDEX[shape], weight * 0.5))
+    for name, pairs in vowels.items():
+        if name in vrm.expressions and name not in sources:
+            sources[name] = pairs
+    slot_of = {material: k + 1 for k, material in enumerate(materials)}
+    slots = np.zeros(count, np.int32)
+    start = 0
+    for piece in scene.primitives:
+        slots[start:start + len(piece.positions)] = slot_of.get(piece.material, 0)
+        start += len(piece.positions)
+    initial = []
+    for material in materials:
+        transform = scene.materials[material].uv_transform
+        initial.append((1.0, 1.0, 0.0, 0.0) if transform is None else
+                       (float(transform[0, 0]), float(transform[1, 1]), float(transform[0, 2]), float(transform[1, 2])))
+    return MaterialBinds(materials, dict(vrm.expressions), {k: tuple(v) for k, v in sources.items()}, tuple(initial)), slots
+
+
 def _arkit_column(name: str) -> int | None:
     """ARKit index of a morph or expression name in any spelling (`JawOpen`, `jaw_open`, `blendShape1.jawOpen`)."""
     for candidate in (name, name.rsplit(".", 1)[-1], name.split("_", 1)[-1] if name.lower().startswith("arkit") else name):
@@ -486,8 +530,9 @@ def _srgb(linear: np.ndarray) -> np.ndarray:
     return np.power(np.clip(linear, 0.0, 1.0), 1 / 2.2)
 
 
-def _look(scene: GltfScene, count: int):
-    """Per-vertex colour (sRGB), UVs, atlas cell, (alpha, cutoff), and the texture atlas."""
+def _look(scene: GltfScene, count: int, bound: set[int]):
+    """Per-vertex colour (sRGB), UVs, atlas cell, (alpha, cutoff), and the texture atlas. The `bound` materials'
+    texture transforms (scale and offset) are left to the material bind table (`studio.avatar.material_binds`)."""
     cells, atlas = _atlas(scene)
     colors = np.ones((count, 3), np.float32)
     uvs = np.zeros((count, 2), np.float32)
@@ -507,7 +552,7 @@ def _look(scene: GltfScene, count: int):
             if material.texture_image in scene.images and piece.uvs is not None:
                 rects[rows] = cells[material.texture_image]
                 uvs[rows] = piece.uvs
-                if material.uv_transform is not None:
+                if material.uv_transform is not None and piece.material not in bound:
                     uvs[rows] = piece.uvs @ material.uv_transform[:2, :2].T + material.uv_transform[:2, 2]
             cutoff = material.alpha_cutoff if material.alpha_mode == "MASK" else 0.5 if material.alpha_mode == "BLEND" else -1.0
             alpha[rows] = (base[3], cutoff)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -15,6 +16,9 @@ from studio.avatar.arkit import ARKIT_NAMES, NUM_ARKIT
 from studio.avatar.emotions import ExpressionDrive, morph_weights
 from studio.avatar.skeleton import NUM_JOINTS, PARENTS
 from studio.avatar.springs import SpringRig
+
+if TYPE_CHECKING:
+    from studio.avatar.material_binds import MaterialBinds
 
 NUM_POSE_CORRECTIVES = (NUM_JOINTS - 1) * 9  # 486, as in SMPL-X
 
@@ -78,6 +82,9 @@ class AvatarModel:
     blend_queue: np.ndarray | None = None  # (V, 2) int32
     # MToon UV animation of a vertex's material: scroll x, scroll y (UV units per second), turn (radians per second).
     uv_motion: np.ndarray | None = None  # (V, 3) float32
+    # VRM expression material binds: each vertex's row in `material_binds.table` (0: its material has none).
+    material_slot: np.ndarray | None = None  # (V,) int32
+    material_binds: MaterialBinds | None = None
     expression_drive: ExpressionDrive | None = None  # how expression columns past the 52 ARKit ones are driven
     spring_bones: SpringRig | None = None  # VRM spring bone chains and colliders (studio.avatar.springs)
     info: Mapping[str, object] = field(default_factory=dict)  # what an importer reports: meta, mapping, notes
@@ -209,6 +216,11 @@ def validate_arrays(model: AvatarModel) -> None:
         _check_array(model, "blend_queue", model.blend_queue, (vertex_count, 2), kinds="i")
     if model.uv_motion is not None:
         _check_array(model, "uv_motion", model.uv_motion, (vertex_count, 3))
+    if model.material_slot is not None:
+        _check_array(model, "material_slot", model.material_slot, (vertex_count,), kinds="i")
+        rows = 1 + (0 if model.material_binds is None else len(model.material_binds.materials))
+        if not 0 <= int(model.material_slot.min()) <= int(model.material_slot.max()) < rows:
+            _fail(model, f"'material_slot' holds {int(model.material_slot.max())}; allowed 0..{rows - 1}")
 
 
 __all__ = ["ARKIT_NAMES", "AvatarFormatError", "AvatarModel", "Material", "validate_arrays"]

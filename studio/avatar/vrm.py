@@ -1,8 +1,10 @@
 """VRM 0.x (`VRM`) and VRM 1.0 (`VRMC_vrm`) extensions: humanoid bones, expressions, look-at and meta.
 
 Both versions are read into one shape: VRM 1.0 names (bones `hips`, `leftUpperArm`, ...; expressions `aa`, `blink`,
-`happy`, ...), expression binds as (node, morph target, weight 0..1). `resolve_expressions` applies `isBinary` and
-the override rules (`overrideBlink` / `overrideLookAt` / `overrideMouth`: block or blend) as the VRM 1.0 spec says.
+`happy`, ...), expression binds as (node, morph target, weight 0..1), and material binds (a material's colour or its
+texture's scale/offset at full weight; VRM 0.x `materialValues` turned into 1.0 terms as three-vrm does).
+`resolve_expressions` applies `isBinary` and the override rules (`overrideBlink` / `overrideLookAt` / `overrideMouth`:
+block or blend) as the VRM 1.0 spec says.
 """
 
 from __future__ import annotations
@@ -35,6 +37,10 @@ class Expression:
     binds: tuple[tuple[int, int, float], ...]  # (node, morph target index, weight 0..1)
     is_binary: bool = False
     overrides: Mapping[str, str] = field(default_factory=dict)  # overrideBlink/LookAt/Mouth -> none|block|blend
+    # (material, colour type as VRM 1.0 names it: color, shadeColor, rimColor, ..., target RGBA linear at full weight)
+    colors: tuple[tuple[int, str, tuple[float, float, float, float]], ...] = ()
+    # (material, texture scale (x, y), offset (x, y) at full weight; at weight 0 the material's own texture transform)
+    transforms: tuple[tuple[int, tuple[float, float], tuple[float, float]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -107,7 +113,12 @@ def _vrm1(scene: GltfScene, ext: dict) -> VrmInfo:
             binds = tuple((_node(scene, b.get("node"), f"expression {name!r}"), int(b.get("index", -1)),
                            float(b.get("weight", 1.0))) for b in spec.get("morphTargetBinds") or [])
             overrides = {key: str(spec.get(key, "none")) for key in OVERRIDE_GROUPS}
-            expressions[name] = Expression(name, binds, bool(spec.get("isBinary", False)), overrides)
+            colors = tuple((_material(scene, b.get("material"), name), str(b.get("type", "color")),
+                            _color(b.get("targetValue"), f"expression {name!r} materialColorBinds"))
+                           for b in spec.get("materialColorBinds") or [])
+            transforms = tuple((_material(scene, b.get("material"), name), _pair(b.get("scale"), (1.0, 1.0)),
+                                _pair(b.get("offset"), (0.0, 0.0))) for b in spec.get("textureTransformBinds") or [])
+            expressions[name] = Expression(name, binds, bool(spec.get("isBinary", False)), overrides, colors, transforms)
     meta = ext.get("meta") or {}
     chains, colliders = _springs1(scene, scene.extensions.get("VRMC_springBone") or {})
     return VrmInfo("1.0", bones, expressions, str((ext.get("lookAt") or {}).get("type", "")),
@@ -134,7 +145,8 @@ def _vrm0(scene: GltfScene, ext: dict) -> VrmInfo:
             mesh = bind.get("mesh")
             for node in scene.mesh_nodes.get(mesh, []):
                 binds.append((node, int(bind.get("index", -1)), float(bind.get("weight", 100.0)) / 100.0))
-        expressions[name] = Expression(name, tuple(binds), bool(spec.get("isBinary", False)), {})
+        colors, transforms = _material_values0(scene, spec.get("materialValues") or [], name)
+        expressions[name] = Expression(name, tuple(binds), bool(spec.get("isBinary", False)), {}, colors, transforms)
     meta = ext.get("meta") or {}
     look = str((ext.get("firstPerson") or {}).get("lookAtTypeName", "")).lower()
     chains, colliders = _springs0(scene, ext.get("secondaryAnimation") or {})
@@ -146,6 +158,51 @@ def _vrm0(scene: GltfScene, ext: dict) -> VrmInfo:
         "licence": str(meta.get("licenseName", "")),
         "redistribution": str(meta.get("otherPermissionUrl", "")),
     })
+
+
+def _material(scene: GltfScene, value, expression: str) -> int:
+    if not isinstance(value, int) or not 0 <= value < len(scene.materials):
+        raise AvatarFormatError(f"{scene.path}: expression {expression!r} binds material {value!r}; "
+                                f"the file has {len(scene.materials)}")
+    return value
+
+
+def _color(value, what: str) -> tuple[float, float, float, float]:
+    items = [float(v) for v in value or ()]
+    if len(items) not in (3, 4):
+        raise ValueError(f"{what} targetValue is {value!r}; expected 3 or 4 numbers")
+    return (*items[:3], items[3] if len(items) == 4 else 1.0)
+
+
+def _pair(value, default: tuple[float, float]) -> tuple[float, float]:
+    if value is None:
+        return default
+    items = [float(v) for v in value]
+    if len(items) != 2:
+        raise ValueError(f"a textureTransformBind scale/offset is {value!r}; expected 2 numbers")
+    return items[0], items[1]
+
+
+_VRM0_COLORS = {"_Color": "color", "_ShadeColor": "shadeColor", "_EmissionColor": "emissionColor",
+                "_RimColor": "rimColor", "_OutlineColor": "outlineColor"}
+
+
+def _material_values0(scene: GltfScene, values: list, expression: str):
+    """VRM 0.x `materialValues` (by material name, Unity property) as 1.0 colour and texture transform binds: colours
+    are Unity gamma-space values (made linear), `_MainTex_ST` is (scale x, y, offset x, y) with v upwards."""
+    colors, transforms = [], []
+    for value in values:
+        names = [i for i, material in enumerate(scene.materials) if material.name == value.get("materialName")]
+        target = [float(v) for v in value.get("targetValue") or ()]
+        prop = str(value.get("propertyName", ""))
+        if prop == "_MainTex_ST" and len(target) == 4:
+            scale = (target[0], target[1])
+            transforms += [(i, scale, (target[2], 1.0 - target[3] - target[1])) for i in names]
+        elif prop in _VRM0_COLORS:
+            rgba = _color(target, f"expression {expression!r} materialValues {prop}")
+            linear = (*(max(c, 0.0) ** 2.2 for c in rgba[:3]), rgba[3])
+            colors += [(i, _VRM0_COLORS[prop], linear) for i in names]
+    return tuple(colors), tuple(transforms)
 
 
 def _vector(value, what: str, default=(0.0, 0.0, 0.0)) -> tuple[float, float, float]:
@@ -241,17 +298,24 @@ def resolve_expressions(info: VrmInfo, weights: Mapping[str, float]) -> dict[str
     """Expression weights after `isBinary` (> 0.5 is 1, else 0) and the overrides of the VRM 1.0 spec.
 
     An expression with `overrideBlink: block` and a weight above 0 sets the blinks to 0; `blend` scales them by
-    (1 - its weight). Likewise look-at and mouth. Several overriding expressions take the strongest effect.
+    (1 - its weight). Likewise look-at and mouth. Several overriding expressions take the strongest effect. A binary
+    expression that any override reaches is suppressed completely (the spec's "interaction between override and
+    isBinary").
     """
+    return resolve_weights(info.expressions, weights)
+
+
+def resolve_weights(expressions: Mapping[str, Expression], weights: Mapping[str, float]) -> dict[str, float]:
+    """`resolve_expressions` for a name -> Expression table."""
     out = {}
     for name, value in weights.items():
-        expression = info.expressions.get(name)
+        expression = expressions.get(name)
         value = min(max(float(value), 0.0), 1.0)
         out[name] = (1.0 if value > 0.5 else 0.0) if expression is not None and expression.is_binary else value
     for key, group in OVERRIDE_GROUPS.items():
         multiplier = 1.0
         for name, value in out.items():
-            expression = info.expressions.get(name)
+            expression = expressions.get(name)
             if expression is None or value <= 0.0 or name in group:
                 continue
             rule = expression.overrides.get(key, "none")
@@ -261,7 +325,8 @@ def resolve_expressions(info: VrmInfo, weights: Mapping[str, float]) -> dict[str
                 multiplier = min(multiplier, 1.0 - value)
         for name in group:
             if name in out:
-                out[name] *= multiplier
+                binary = expressions.get(name) is not None and expressions[name].is_binary
+                out[name] *= 0.0 if binary and multiplier < 1.0 else multiplier
     return out
 
 

@@ -125,10 +125,11 @@ def test_vrm_meta_humanoid_and_expression_overrides_as_the_samples_say():
     # Overrides: `happy` is binary and blends blink away: above 0.5 it is 1 and blink goes to 0; below, happy is 0.
     assert resolve_expressions(info, {"happy": 0.6, "blink": 1.0}) == {"happy": 1.0, "blink": 0.0}
     assert resolve_expressions(info, {"happy": 0.4, "blink": 1.0}) == {"happy": 0.0, "blink": 1.0}
-    # Overridden: `blink` is the binary one; a non-binary happy scales it by (1 - happy).
+    # Overridden: `blink` is the binary one; any override effect from a non-binary happy suppresses it completely
+    # (the spec's "interaction between override and isBinary", which this sample tests).
     overridden = read_vrm(read_gltf(OVERRIDDEN))
-    out = resolve_expressions(overridden, {"happy": 0.25, "blink": 0.8})
-    assert out == pytest.approx({"happy": 0.25, "blink": 0.75})
+    assert resolve_expressions(overridden, {"happy": 0.25, "blink": 0.8}) == {"happy": 0.25, "blink": 0.0}
+    assert resolve_expressions(overridden, {"happy": 0.0, "blink": 0.8}) == {"happy": 0.0, "blink": 1.0}
     assert resolve_expressions(overridden, {"happy": 0.0, "blink": 0.4}) == {"happy": 0.0, "blink": 0.0}
 
 
