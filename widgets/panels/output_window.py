@@ -3,6 +3,17 @@
 Streaming and meeting software capture it as a window. It holds its own canvas (a second GL surface),
 but no engine and no animation of its own: the main window hands it every FrameState it presents, so
 both show the same instant and the output costs at most one extra render per presented frame.
+
+Alpha over the transparent background: the canvas's surface holds premultiplied colour (a blended primitive over
+nothing leaves colour × alpha, with alpha blended as one + (1 − alpha)). That is what the window must show: Qt
+copies a QOpenGLWidget's texture into a WA_TranslucentBackground window's surface as it is, and window compositors
+(X11 ARGB visuals, Wayland, DWM) take a translucent window's pixels as premultiplied, so the surface is left so.
+Straight alpha there would add the colour again over the desktop. But vispy's Qt canvas, after every draw, clears
+the alpha channel to the clear colour's alpha (to keep opaque windows opaque): over a transparent background that
+is 0, which left the whole surface at alpha 0, the avatar added onto the desktop as light. So in transparent mode
+the draw ends with a zero-size scissor box, which that clear respects; the next draw (and `render_image`) lifts it.
+An image handed on (`render_image`, for PNG files and screenshots) is straight alpha, as offscreen renders and
+video exports are.
 """
 
 from __future__ import annotations
@@ -14,6 +25,7 @@ from PySide6.QtWidgets import QVBoxLayout, QWidget
 from vispy import scene
 
 from render.lod import build_drawn
+from render.offscreen import straight_alpha
 from render.scene import AvatarView
 from studio.avatar.look import BARE, Look
 from studio.avatar.model import AvatarModel
@@ -35,6 +47,7 @@ class OutputWindow(QWidget):
         self.view = AvatarView(self.canvas, background="chroma", camera="body")
         self.set_avatar(avatar, look)
         self.draw_count = 0
+        self.canvas.events.draw.connect(self._unclip, position="first")
         self.canvas.events.draw.connect(self._on_draw, position="last")
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -42,8 +55,14 @@ class OutputWindow(QWidget):
         self.set_background(background)
         self.set_output_size(*size)
 
+    def _unclip(self, _event=None) -> None:
+        self.canvas.context.set_state(scissor_test=False)
+
     def _on_draw(self, _event) -> None:
         self.draw_count += 1
+        if self.view.background == "transparent":  # keep the drawn alpha from vispy's alpha clear (module note)
+            self.canvas.context.set_scissor(0, 0, 0, 0)
+            self.canvas.context.set_state(scissor_test=True)
 
     def set_output_size(self, width: int, height: int) -> None:
         """The fixed capture size (the preset's resolution), shrunk to fit the screen it is on if larger."""
@@ -88,5 +107,6 @@ class OutputWindow(QWidget):
         self.move(screens[index].geometry().topLeft())
 
     def render_image(self) -> np.ndarray:
-        """What the window shows, as RGBA (H, W, 4) uint8, drawn now."""
-        return self.canvas.render(alpha=True)
+        """What the window shows, as RGBA (H, W, 4) uint8 with straight alpha (see the module note), drawn now."""
+        self._unclip()
+        return straight_alpha(self.canvas.render(alpha=True))
