@@ -14,6 +14,7 @@ import time
 from importlib import metadata
 from typing import TYPE_CHECKING
 
+from studio.avatar.arkit import ARKIT_INDEX
 from studio.avatar.io import default_avatar_path, load_avatar
 from studio.avatar.model import AvatarFormatError, AvatarModel
 
@@ -359,11 +360,13 @@ def export_avatar_command(args: argparse.Namespace) -> int:
     try:
         persona, _preset = persona_and_preset(args)
         avatar = _dressed(load_avatar(args.avatar), persona) if args.avatar else persona_model(persona)
-        export_avatar(avatar, args.out)
+        morphs = export_avatar(avatar, args.out)
     except (ValueError, OSError) as error:  # AvatarFormatError, PresetError and a bad suffix are ValueErrors
         return _fail(str(error))
     kind = "VRM 1.0" if str(args.out).lower().endswith(".vrm") else "GLB"
-    print(f"wrote {args.out} ({kind}): {avatar.num_vertices} vertices, 55 joints, 52 ARKit morph targets")
+    emotions = [name for name in morphs if name not in ARKIT_INDEX]
+    print(f"wrote {args.out} ({kind}): {int(avatar.faces.max()) + 1} vertices, 55 joints, "
+          f"{len(morphs) - len(emotions)} of 52 ARKit morph targets" + (f", emotions {', '.join(emotions)}" if emotions else ""))
     return 0
 
 

@@ -180,8 +180,9 @@ def _vrm_extension(model: AvatarModel, mesh_node: int, target_names: list[str]) 
     }
 
 
-def export_avatar(model: AvatarModel, path: str | os.PathLike) -> None:
-    """Write `.glb` or `.vrm` (VRM 1.0) atomically: a failed write leaves any old file intact."""
+def export_avatar(model: AvatarModel, path: str | os.PathLike) -> list[str]:
+    """Write `.glb` or `.vrm` (VRM 1.0) atomically: a failed write leaves any old file intact. Returns the names of
+    the morph targets written (ARKit shapes the avatar has, then its emotions), for the user's summary."""
     suffix = os.fspath(path).lower().rsplit(".", 1)[-1]
     if suffix not in ("glb", "vrm"):
         raise ValueError(f"{path}: export writes .glb or .vrm files, not .{suffix}")
@@ -190,3 +191,4 @@ def export_avatar(model: AvatarModel, path: str | os.PathLike) -> None:
     text += b" " * (-len(text) % 4)
     body = struct.pack("<I4s", len(text), b"JSON") + text + struct.pack("<I4s", len(blob), b"BIN\0") + blob
     atomic_write(path, struct.pack("<4sII", b"glTF", 2, 12 + len(body)) + body)
+    return list(document["meshes"][0]["extras"]["targetNames"])

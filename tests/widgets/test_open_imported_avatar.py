@@ -56,6 +56,9 @@ def test_export_avatar_command_writes_a_vrm_that_loads(tmp_path, studio_home, ca
     assert load_avatar(out).info["format"] == "VRM 1.0"
     assert main(["export-avatar", str(tmp_path / "me.fbx")]) == 2
     assert "export writes .glb or .vrm files, not .fbx" in capsys.readouterr().err
+    addon = Path(__file__).resolve().parents[1] / "data" / "avatars" / "addon_vrm1.vrm"
+    assert main(["export-avatar", str(out), "--avatar", str(addon)]) == 0
+    assert "6024 vertices, 55 joints, 9 of 52 ARKit morph targets, emotions happy" in capsys.readouterr().out
 
 
 def test_a_persona_wearing_a_vrm_disables_the_body_shape_sliders_and_missing_colour_parts(qtbot, studio_home):
