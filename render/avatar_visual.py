@@ -61,7 +61,8 @@ attribute vec3 a_position;
 attribute vec3 a_normal;
 attribute vec3 a_color;
 attribute vec3 a_material;  // specular, shininess, rim light reach
-attribute vec4 a_cloth;  // how much the vertex follows each cloth spring (hair, shirt, left/right sleeve)
+attribute vec4 a_cloth;  // how much the vertex follows each cloth spring (hair, shirt, left/right sleeve); or, with
+                         // VRM spring chains, its chain, place along it (in joints) and share (the u_cloth are 0 then)
 attribute vec2 a_uv;  // imported avatars: texture coordinate, atlas cell, (alpha factor, alpha cutoff)
 attribute vec4 a_rect;
 attribute vec2 a_alpha;
@@ -98,7 +99,8 @@ void main() {
     vec3 position = a_position;
     vec3 normal = a_normal;
     $skin_body
-    position += a_cloth.x * u_cloth0 + a_cloth.y * u_cloth1 + a_cloth.z * u_cloth2 + a_cloth.w * u_cloth3;
+    position += a_cloth.x * u_cloth0 + a_cloth.y * u_cloth1 + a_cloth.z * u_cloth2 + a_cloth.w * u_cloth3
+              + $chain_offset(a_cloth);
     float depth = dot(position - u_eye, u_view_dir);
     position += normal * inversesqrt(max(dot(normal, normal), 1e-12))
               * $outline_reach(a_outline_width, depth * u_height_per_depth, u_outline_pass);
@@ -271,6 +273,20 @@ vec2 bind_uv(vec2 uv, float slot) {
     return uv * transform.xy + transform.zw;
 }
 """
+# VRM spring bones: a vertex moves by its own chain's joint displacements (a table, one line per chain, one texel per
+# joint, written each frame from the spring bone thread) at its place along the chain, times its share of skin weight.
+_NO_CHAINS = """
+vec3 chain_offset(vec4 place) { return vec3(0.0); }
+"""
+_CHAIN_OFFSET = """
+vec3 chain_offset(vec4 place) {
+    float row = (place.x + 0.5) / $chains;
+    float joint = min(floor(place.y), $joints - 2.0);
+    vec3 root = texture2D($table, vec2((joint + 0.5) / $joints, row)).xyz;
+    vec3 end = texture2D($table, vec2((joint + 1.5) / $joints, row)).xyz;
+    return place.z * mix(root, end, clamp(place.y - joint, 0.0, 1.0));
+}
+"""
 _NO_OUTLINE_COLOR = """
 vec3 outline_color(vec3 lit, vec4 outline, float pass) { return lit; }
 """
@@ -364,6 +380,7 @@ class AvatarMesh:
             self.alpha = np.asarray(model.alpha, np.float32)[order]
         self.shading = None if model.shading is None else np.asarray(model.shading, np.float32)[order]
         self.bind_slots = None if model.material_slot is None else np.asarray(model.material_slot, np.float32)[order]
+        self.spring_place = None if model.spring_place is None else np.asarray(model.spring_place, np.float32)[order]
         cloth = region_weights(model)
         self.cloth_weights = cloth[order]
         self.cloth_anchors = np.hstack([anchor_points(model, cloth), np.ones((len(CLOTH_REGIONS), 1))])
@@ -631,6 +648,7 @@ class AvatarVisual(Visual):
         self._outline_faces: gloo.IndexBuffer | None = None
         self._uv_motion_texture: gloo.Texture2D | None = None
         self._bind_texture: gloo.Texture2D | None = None
+        self._chain_texture: gloo.Texture2D | None = None
         self._blend_pieces: list[tuple[gloo.IndexBuffer, BlendPiece]] = []
         self._rows = np.tile(np.eye(3, 4, dtype=np.float32), (NUM_JOINTS, 1, 1))
         self._eye = np.zeros(3, np.float32)
@@ -663,7 +681,7 @@ class AvatarVisual(Visual):
         program["a_normal"] = self._normals
         program["a_color"] = gloo.VertexBuffer(mesh.colors)
         program["a_material"] = gloo.VertexBuffer(mesh.material)
-        program["a_cloth"] = gloo.VertexBuffer(mesh.cloth_weights)
+        self._set_chains(mesh)
         self._set_surface(mesh)
         self.cloth.set_spring_bones(mesh.model.spring_bones)  # an imported avatar's VRM spring chains, if any
         self._set_cloth_offsets(np.zeros((len(CLOTH_REGIONS), 3), np.float32))
@@ -748,9 +766,37 @@ class AvatarVisual(Visual):
             self._set_cloth_offsets(self.cloth.offsets)
             self.update()
 
+    def _set_chains(self, mesh: AvatarMesh) -> None:
+        """Cloth weights per region, or (an avatar with VRM spring chains and vertex places on them) each vertex's
+        chain and place, with the chains' joint displacements in a texture."""
+        program = self.shared_program
+        rig = mesh.model.spring_bones
+        self._chain_texture = None
+        if rig is None or mesh.spring_place is None:
+            program.vert["chain_offset"] = Function(_NO_CHAINS)
+            program["a_cloth"] = gloo.VertexBuffer(mesh.cloth_weights)
+            return
+        chains, joints = rig.rest.shape[:2]
+        self._chain_texture = gloo.Texture2D(np.zeros((chains, joints, 4), np.float32), internalformat="rgba32f",
+                                             interpolation="nearest")
+        function = Function(_CHAIN_OFFSET)
+        function["table"] = self._chain_texture
+        function["chains"] = float(chains)
+        function["joints"] = float(joints)
+        program.vert["chain_offset"] = function
+        places = np.column_stack([mesh.spring_place, np.zeros(len(mesh.spring_place), np.float32)])
+        program["a_cloth"] = gloo.VertexBuffer(np.ascontiguousarray(places, np.float32))
+
     def _set_cloth_offsets(self, offsets: np.ndarray) -> None:
+        chains = self._chain_texture is not None
         for index, offset in enumerate(offsets):
-            self.shared_program[f"u_cloth{index}"] = tuple(float(v) for v in offset)
+            self.shared_program[f"u_cloth{index}"] = (0.0, 0.0, 0.0) if chains else tuple(float(v) for v in offset)
+        if chains:
+            moved = self.cloth.chain_offsets if self.cloth.regions else None
+            table = np.zeros((*self.cloth.bones.rig.rest.shape[:2], 4), np.float32)
+            if moved is not None:
+                table[:, :, :3] = moved
+            self._chain_texture.set_data(table)
 
     def _step_cloth(self, rows: np.ndarray, time_s: float) -> None:
         """Springs follow where the region anchors ride now (their joints' skinning matrices)."""

@@ -105,7 +105,8 @@ def _ramp(distance: np.ndarray) -> np.ndarray:
 
 
 class ClothSim:
-    """The springs of the enabled regions; `offsets` are the (4, 3) world-space vertex offsets per region.
+    """The springs of the enabled regions; `offsets` are the (4, 3) world-space vertex offsets per region, and with
+    VRM spring bones `chain_offsets` each chain joint's (C, L, 3) displacement from a rigid chain.
 
     `springs_stepped` counts spring integration substeps (regions x substeps, or with spring bones the bones
     moved x steps): the work the level costs.
@@ -125,6 +126,7 @@ class ClothSim:
         self.bones = None if rig is None else SpringBoneSim(rig)
         self._enable_chains()
         self.offsets[:] = 0.0
+        self.chain_offsets = None if rig is None else np.zeros(rig.rest.shape, np.float32)
 
     def _stop_thread(self) -> None:
         if self._thread is not None:
@@ -148,6 +150,7 @@ class ClothSim:
         self._stop_thread()
         self.regions = tuple(regions)
         self.offsets = np.zeros((len(CLOTH_REGIONS), 3), np.float32)
+        self.chain_offsets = None if self.bones is None else np.zeros(self.bones.rig.rest.shape, np.float32)
         self._mass: dict[str, np.ndarray] = {}
         self._velocity: dict[str, np.ndarray] = {}
         self._time: float | None = None
@@ -168,7 +171,7 @@ class ClothSim:
                 self._stop_at_exit = weakref.finalize(self, self._thread.stop)  # the thread ends with this ClothSim
             result = self._thread.exchange(time_s, joint_rows)
             if result is not None:
-                self.offsets[:], steps = result
+                self.offsets[:], steps, self.chain_offsets = result
                 self.springs_stepped = self._bone_steps + steps
             return self.offsets
         previous, self._time = self._time, float(time_s)

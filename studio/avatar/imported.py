@@ -12,7 +12,8 @@
   The VRM emotions (happy, angry, sad, relaxed, surprised; 0.x Joy, Angry, Sorrow, Fun) become extra expression
   columns that `studio.avatar.emotions` drives from the ARKit weights, with their isBinary and override rules.
 - Spring bones: the VRM chains, their parameters and colliders become a `SpringRig` (`studio.avatar.springs`);
-  their vertices follow the cloth regions' offsets by how far down a chain they hang (`_spring_weights`).
+  each vertex follows its own chain's joint displacements at its place along the chain (`_spring_places`; the
+  per-region weights of `_spring_weights` remain for the cloth anchors and region offsets).
 - Look: base colour factor (times COLOR_0) per vertex, base colour textures packed in one atlas, alpha mask.
 """
 
@@ -135,6 +136,7 @@ def avatar_from_scene(scene: GltfScene, vrm: VrmInfo, overrides: dict | None = N
     regressor[:, count:] = np.eye(NUM_JOINTS, dtype=np.float32)
 
     cloth = _spring_weights(scene, vrm, smplx_of_node, node_weights, positions)
+    places = _spring_places(scene, vrm, node_weights, positions)
     springs = _spring_rig(scene, vrm, smplx_of_node)
     expr, mapping, drive = _expressions(scene, vrm, offsets, count, overrides)
     binds, material_slot = _material_binds(scene, vrm, count, overrides)
@@ -178,6 +180,7 @@ def avatar_from_scene(scene: GltfScene, vrm: VrmInfo, overrides: dict | None = N
         source=str(scene.path),
         uvs=pad(uvs), texture=atlas, texture_rects=pad(rects), alpha=pad(alpha, 1.0),
         cloth_weights=None if cloth is None else pad(cloth),
+        spring_place=None if places is None else pad(places),
         spring_bones=springs,
         shading=None if shading is None else pad(shading),
         rim=None if rim is None else pad(rim), outline=None if outline is None else pad(outline),
@@ -344,6 +347,46 @@ def _spring_weights(scene: GltfScene, vrm: VrmInfo, smplx_of_node: dict[int, int
                      else np.ones(len(nodes)))
             out[rows, region] += (weights * (nodes == node)).sum(axis=1) * (low + (high - low) * place)
     return out if out.any() else None
+
+
+def _spring_places(scene: GltfScene, vrm: VrmInfo, node_weights: list[tuple[np.ndarray, np.ndarray]],
+                   positions: np.ndarray) -> np.ndarray | None:
+    """(V, 3): per vertex the spring chain (the SpringRig's index) it is skinned to most, how far along that chain it
+    hangs (in joints: 1.5 is halfway between its second and third joint, by its place along the bone it is skinned
+    to), and the share of its skin weights on that chain's bones; None when no vertex hangs on a chain. The renderer
+    moves each vertex by its own chain's joint displacements there, so chains swing apart."""
+    bones: dict[int, tuple] = {}  # node -> (chain, depth at the bone's root, at its end, root, end)
+    chains = [(chain, points) for chain in vrm.spring_chains if len(points := _chain_points(scene, chain)) >= 2]
+    for c, (chain, points) in enumerate(chains):  # numbered as _spring_rig numbers them
+        last = len(points) - 1
+        for depth, joint in enumerate(chain.joints):
+            end = min(depth + 1, last)
+            if joint.node not in bones or end > bones[joint.node][2]:
+                bones[joint.node] = (c, depth, end, points[depth], points[end])
+    if not bones:
+        return None
+    out = np.zeros((len(positions), 3), np.float32)
+    start = 0
+    for nodes, weights in node_weights:
+        rows = slice(start, start + len(nodes))
+        start += len(nodes)
+        share: dict[int, np.ndarray] = {}
+        along: dict[int, np.ndarray] = {}
+        for node in set(np.unique(nodes).tolist()) & set(bones):
+            chain, low, high, root, end = bones[node]
+            direction = end - root
+            length_sq = float(direction @ direction)
+            place = (np.clip((positions[rows] - root) @ direction / length_sq, 0.0, 1.0) if length_sq > 1e-12
+                     else np.ones(len(nodes)))
+            on_node = (weights * (nodes == node)).sum(axis=1)
+            share[chain] = share.get(chain, 0.0) + on_node
+            along[chain] = along.get(chain, 0.0) + on_node * (low + (high - low) * place)
+        for chain, weight in share.items():
+            better = weight > out[rows, 2]
+            place_rows = np.flatnonzero(better) + rows.start
+            out[place_rows] = np.column_stack([np.full(len(place_rows), chain), along[chain][better] / weight[better],
+                                               weight[better]])
+    return out if out[:, 2].any() else None
 
 
 def _joint_positions(scene: GltfScene, smplx_of_node: dict[int, int], positions: np.ndarray) -> np.ndarray:

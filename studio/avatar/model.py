@@ -71,6 +71,8 @@ class AvatarModel:
     # Per vertex: shade colour (linear), kind (0 lit as the studio lights, 1 MToon-like toon, 2 unlit), shift, toony.
     shading: np.ndarray | None = None  # (V, 6) float32
     cloth_weights: np.ndarray | None = None  # (V, 4) float32: how much each vertex follows each cloth spring (VRM springs)
+    # VRM spring bones: per vertex its chain (index in spring_bones), place along it (in joints), share of its weight.
+    spring_place: np.ndarray | None = None  # (V, 3) float32
     # MToon extras per vertex (None: no material asks for them). Rim: colour (linear), fresnel power, lift, lighting mix.
     # Outline: colour (linear), width, mode (1: width in metres, 2: share of the screen height), lighting mix.
     rim: np.ndarray | None = None  # (V, 6) float32
@@ -207,6 +209,8 @@ def validate_arrays(model: AvatarModel) -> None:
         _check_array(model, "shading", model.shading, (vertex_count, 6))
     if model.cloth_weights is not None:
         _check_array(model, "cloth_weights", model.cloth_weights, (vertex_count, 4))
+    if model.spring_place is not None:
+        _check_array(model, "spring_place", model.spring_place, (vertex_count, 3))
     for key, array in (("rim", model.rim), ("outline", model.outline)):
         if array is not None:
             _check_array(model, key, array, (vertex_count, 6))

@@ -10,10 +10,10 @@ VRM specification does it (verlet, at a fixed 60 Hz step, the rate its parameter
     (sphere or capsule, radius + the joint's hitRadius), and kept at its bone length again.
 
 The studio's avatar format has no per-bone skinning for these chains (their vertices ride on the nearest humanoid
-joint and follow the cloth springs' vertex offsets, `studio.cloth`), so what reaches the screen is, per cloth region
-(hair: chains on the head; shirt: the others), the mean displacement of its chain tips from where a rigid chain
-would be; each vertex takes that times its weight (how far down its chain it hangs). The chains themselves, their
-tips and the colliders are simulated in full.
+joint). What reaches the screen is each joint's displacement from where a rigid chain would be (`joint_offsets`):
+a vertex moves by its own chain's displacement at its place along the chain (`AvatarModel.spring_place`), so chains
+on either side of a head swing apart. (`region_offsets`, the mean tip displacement per cloth region, is what the
+cloth-region path takes where an avatar has no places.)
 
 The cost is bounded: at most MAX_STEPS steps per drawn frame (a slower display makes the hair move in slow motion
 rather than cost more), and one vectorised pass per chain depth for all chains together. `SpringBoneThread` runs
@@ -187,6 +187,13 @@ class SpringBoneSim:
         """(C, 3) where each chain's last joint is now."""
         return self.positions[np.arange(self.rig.chains), self.rig.count - 1]
 
+    def joint_offsets(self) -> np.ndarray:
+        """(C, L, 3) float32: each joint's displacement from a rigid chain (0 for disabled chains and before a step)."""
+        if self._rows is None:
+            return np.zeros(self.rig.rest.shape, np.float32)
+        lag = self.positions - self._rigid(self._rows)
+        return np.where(self.enabled[:, None, None], lag, 0.0).astype(np.float32)
+
     def region_offsets(self, regions: int) -> np.ndarray:
         """(regions, 3): per cloth region, the mean displacement of its enabled chains' tips from a rigid chain."""
         out = np.zeros((regions, 3), np.float32)
@@ -203,7 +210,7 @@ class SpringBoneSim:
 
 class SpringBoneThread:
     """Steps one SpringBoneSim on its own thread, one frame behind: `exchange` hands over this frame's joint matrices
-    and returns the (region offsets, steps taken so far) of the frame before (None on the first).
+    and returns the (region offsets, steps taken so far, joint offsets) of the frame before (None on the first).
 
     It waits only when the thread has not finished the previous frame yet. Stop it before touching the sim.
     """
@@ -223,11 +230,11 @@ class SpringBoneThread:
             time_s, rows = work
             try:
                 self.sim.step(time_s, rows)
-                self._outbox.put((self.sim.region_offsets(self._regions), self.sim.steps_taken))
+                self._outbox.put((self.sim.region_offsets(self._regions), self.sim.steps_taken, self.sim.joint_offsets()))
             except Exception as error:  # handed to the caller, which raises it on its own thread
                 self._outbox.put(error)
 
-    def exchange(self, time_s: float, rows: np.ndarray) -> tuple[np.ndarray, int] | None:
+    def exchange(self, time_s: float, rows: np.ndarray) -> tuple[np.ndarray, int, np.ndarray] | None:
         result = self._outbox.get() if self._waiting else None
         self._inbox.put((float(time_s), np.array(rows, np.float64)))
         self._waiting = True
