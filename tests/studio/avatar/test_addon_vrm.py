@@ -150,8 +150,9 @@ def test_the_ponytail_spring_and_its_head_collider(addon_file):
 
 
 def sparse_morph_copy(source: Path, copy: Path) -> int:
-    """Write `copy`: `source` with every morph target's POSITION rewritten as a sparse accessor without a bufferView (only the moving
-    vertices stored), as UniVRM and other exporters write them. Returns how many accessors were rewritten."""
+    """Write `copy`: `source` with every morph target's POSITION rewritten as a sparse accessor without a
+    bufferView (only the moving vertices stored), as UniVRM and other exporters write them. Returns how many
+    accessors were rewritten."""
     import json
     import struct
 
