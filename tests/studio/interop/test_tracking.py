@@ -334,7 +334,8 @@ def test_a_pylivelinkface_senders_eye_angles_turn_the_running_engines_eyes(runni
         assert gaze_towards(seen["up"].pose, eye)[1] > 0.15
         assert gaze_towards(seen["down"].pose, eye)[1] < -0.2
     # the phone's eyeLook weights (0 here) are what the frames wear: the angles are on the joints, not turned twice
-    assert seen["left"].weight("eyeLookOutLeft") == 0.0 and seen["left"].weight("eyeLookInLeft") == 0.0
+    # (within 1e-6: the engine's own gaze, eased out, may leave a trace of 1e-9)
+    assert abs(seen["left"].weight("eyeLookOutLeft")) < 1e-6 and abs(seen["left"].weight("eyeLookInLeft")) < 1e-6
 
 
 def test_tracked_eyes_follow_the_eyes_region_and_ease_back_to_the_engines_gaze_when_lost() -> None:
