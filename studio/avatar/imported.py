@@ -341,12 +341,19 @@ def _spring_weights(scene: GltfScene, vrm: VrmInfo, smplx_of_node: dict[int, int
         start += len(nodes)
         for node in set(np.unique(nodes).tolist()) & set(bones):
             region, low, high, root, end = bones[node]
-            along = end - root
-            length_sq = float(along @ along)
-            place = (np.clip((positions[rows] - root) @ along / length_sq, 0.0, 1.0) if length_sq > 1e-12
-                     else np.ones(len(nodes)))
+            place = _place_along(positions[rows], root, end)
             out[rows, region] += (weights * (nodes == node)).sum(axis=1) * (low + (high - low) * place)
     return out if out.any() else None
+
+
+def _place_along(points: np.ndarray, root: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """How far along the bone root→end each point lies, 0 at the root and 1 at the end (clamped); 1 for a bone of
+    no length, so its vertices follow it fully."""
+    direction = end - root
+    length_sq = float(direction @ direction)
+    if length_sq <= 1e-12:
+        return np.ones(len(points))
+    return np.clip((points - root) @ direction / length_sq, 0.0, 1.0)
 
 
 def _spring_places(scene: GltfScene, vrm: VrmInfo, node_weights: list[tuple[np.ndarray, np.ndarray]],
@@ -374,10 +381,7 @@ def _spring_places(scene: GltfScene, vrm: VrmInfo, node_weights: list[tuple[np.n
         along: dict[int, np.ndarray] = {}
         for node in set(np.unique(nodes).tolist()) & set(bones):
             chain, low, high, root, end = bones[node]
-            direction = end - root
-            length_sq = float(direction @ direction)
-            place = (np.clip((positions[rows] - root) @ direction / length_sq, 0.0, 1.0) if length_sq > 1e-12
-                     else np.ones(len(nodes)))
+            place = _place_along(positions[rows], root, end)
             on_node = (weights * (nodes == node)).sum(axis=1)
             share[chain] = share.get(chain, 0.0) + on_node
             along[chain] = along.get(chain, 0.0) + on_node * (low + (high - low) * place)
