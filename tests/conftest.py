@@ -95,3 +95,13 @@ def pulse_audio() -> str:
 @pytest.fixture
 def random_avatar() -> AvatarModel:
     return make_random_avatar()
+
+
+def arkit_weights(**shapes: float) -> np.ndarray:
+    """The 52 ARKit weights with these shapes set by name (the rest 0), as a FrameState's `arkit`."""
+    from studio.avatar.arkit import ARKIT_INDEX
+
+    out = np.zeros(52, np.float32)
+    for name, value in shapes.items():
+        out[ARKIT_INDEX[name]] = value
+    return out

@@ -132,3 +132,23 @@ def ellipsoid_avatar() -> AvatarModel:
 def make_ellipsoid():
     """Builder of an ellipsoid mesh: (center, radii, rings, segments) -> (points, unit normals, faces)."""
     return _ellipsoid
+
+
+def changed(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Pixels whose colour moved by more than 24 levels in any channel between two renders."""
+    return np.abs(a[..., :3].astype(int) - b[..., :3].astype(int)).max(axis=-1) > 24
+
+
+def teal(image: np.ndarray) -> np.ndarray:
+    """Pixels of the skin texture's teal band (lit): green and blue well above red."""
+    rgb = image[..., :3].astype(int)
+    return (rgb[..., 1] > rgb[..., 0] + 50) & (rgb[..., 2] > rgb[..., 0] + 50)
+
+
+def dark_eyes(image: np.ndarray) -> np.ndarray:
+    """Dark pixels inside the teal band across the face (where the eyes are drawn; the background is outside it)."""
+    band = np.argwhere(teal(image))
+    (top, left), (bottom, right) = band.min(axis=0), band.max(axis=0)
+    out = np.zeros(image.shape[:2], bool)
+    out[top:bottom, left:right] = image[top:bottom, left:right, :3].max(axis=-1) < 80
+    return out

@@ -10,39 +10,14 @@ import numpy as np
 import pytest
 
 from render.offscreen import OffscreenRenderer
-from studio.avatar.arkit import ARKIT_INDEX
 from studio.avatar.io import load_avatar
 from studio.avatar.skeleton import JOINT_INDEX
 from studio.frame import FrameState
+from tests.conftest import arkit_weights as weights
+from tests.render.conftest import changed, dark_eyes, teal
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "avatars"
 REFERENCES = DATA / "references"
-
-
-def weights(**shapes: float) -> np.ndarray:
-    out = np.zeros(52, np.float32)
-    for name, value in shapes.items():
-        out[ARKIT_INDEX[name]] = value
-    return out
-
-
-def changed(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return np.abs(a[..., :3].astype(int) - b[..., :3].astype(int)).max(axis=-1) > 24
-
-
-def teal(image: np.ndarray) -> np.ndarray:
-    """The skin texture's teal band: green and blue well above red."""
-    rgb = image[..., :3].astype(int)
-    return (rgb[..., 1] > rgb[..., 0] + 50) & (rgb[..., 2] > rgb[..., 0] + 50)
-
-
-def dark_eyes(image: np.ndarray) -> np.ndarray:
-    """Dark pixels inside the teal band across the face (the eyes; the background is outside it)."""
-    band = np.argwhere(teal(image))
-    (top, left), (bottom, right) = band.min(axis=0), band.max(axis=0)
-    out = np.zeros(image.shape[:2], bool)
-    out[top:bottom, left:right] = image[top:bottom, left:right, :3].max(axis=-1) < 80
-    return out
 
 
 @pytest.fixture(scope="module", params=["addon_vrm1.vrm", "addon_vrm0.vrm"])

@@ -12,19 +12,12 @@ import numpy as np
 import pytest
 
 from render.offscreen import OffscreenRenderer
-from studio.avatar.arkit import ARKIT_INDEX
 from studio.avatar.io import load_avatar
 from studio.frame import FrameState
+from tests.conftest import arkit_weights as arkit
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "avatars"
 METER_SPLIT_ROW = 108  # at 320x240, the happy meter's bar lies above this row, the blink meter's below
-
-
-def arkit(**shapes: float) -> np.ndarray:
-    out = np.zeros(52, np.float32)
-    for name, value in shapes.items():
-        out[ARKIT_INDEX[name]] = value
-    return out
 
 
 def happy(weight: float) -> dict[str, float]:

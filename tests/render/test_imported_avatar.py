@@ -8,23 +8,13 @@ import numpy as np
 import pytest
 
 from render.offscreen import OffscreenRenderer
-from studio.avatar.arkit import ARKIT_INDEX
 from studio.avatar.io import load_avatar
 from studio.avatar.skeleton import JOINT_INDEX
 from studio.frame import FrameState
+from tests.conftest import arkit_weights as weights
+from tests.render.conftest import changed, dark_eyes, teal
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "avatars"
-
-
-def weights(**shapes: float) -> np.ndarray:
-    out = np.zeros(52, np.float32)
-    for name, value in shapes.items():
-        out[ARKIT_INDEX[name]] = value
-    return out
-
-
-def changed(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return np.abs(a[..., :3].astype(int) - b[..., :3].astype(int)).max(axis=-1) > 24
 
 
 @pytest.fixture(scope="module", params=["humanoid_arkit.glb", "humanoid_vrm0.vrm"])
@@ -40,21 +30,6 @@ def humanoid_renders(request):
             "blink": renderer.render(FrameState(arkit=weights(eyeBlinkLeft=1, eyeBlinkRight=1))),
             "turned": renderer.render(FrameState(pose=turned)),
         }
-
-
-def teal(image: np.ndarray) -> np.ndarray:
-    """Pixels of the skin texture's teal band (lit): green and blue well above red."""
-    rgb = image[..., :3].astype(int)
-    return (rgb[..., 1] > rgb[..., 0] + 50) & (rgb[..., 2] > rgb[..., 0] + 50)
-
-
-def dark_eyes(image: np.ndarray) -> np.ndarray:
-    """Dark pixels inside the teal band across the face (where the eyes are drawn; the background is outside it)."""
-    band = np.argwhere(teal(image))
-    (top, left), (bottom, right) = band.min(axis=0), band.max(axis=0)
-    out = np.zeros(image.shape[:2], bool)
-    out[top:bottom, left:right] = image[top:bottom, left:right, :3].max(axis=-1) < 80
-    return out
 
 
 def test_the_textured_humanoid_shows_its_texture_and_base_colours(humanoid_renders):

@@ -10,20 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from studio.avatar.arkit import ARKIT_INDEX
 from studio.avatar.io import load_avatar
 from studio.avatar.model import AvatarFormatError
+from tests.conftest import arkit_weights as arkit
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "avatars"
 OVERRIDES = DATA / "VRMC_vrm_expressions_isBinary_Overrides.vrm"
 OVERRIDDEN = DATA / "VRMC_vrm_expressions_isBinary_Overridden.vrm"
-
-
-def arkit(**shapes: float) -> np.ndarray:
-    out = np.zeros(52, np.float32)
-    for name, value in shapes.items():
-        out[ARKIT_INDEX[name]] = value
-    return out
 
 
 def happy(weight: float) -> dict[str, float]:
